@@ -1,0 +1,2 @@
+/* aws.c - stub, to be written */
+#include "outboxd.h"

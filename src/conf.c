@@ -1,0 +1,509 @@
+/*
+ * conf.c - the configuration file: the only file that knows libconfuse.
+ *
+ * The file is parsed into a libconfuse tree, validated (single options by
+ * validate callbacks so errors carry the line, cross-option rules after
+ * the parse), and copied into a plain struct conf that the rest of the
+ * program reads.  -t, start-up and reload all go through conf_load(), so
+ * they report the same errors the same way.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <confuse.h>
+
+#include "outboxd.h"
+
+#define CONF_ERR_MAX	512
+
+/* Error text of the parse in progress; libconfuse reports through a
+ * callback, and sections have no filename of their own. */
+static char		 conf_errbuf[CONF_ERR_MAX];
+static const char	*conf_errpath;
+
+static void
+conf_errfunc(cfg_t *cfg, const char *fmt, va_list ap)
+{
+	char	msg[CONF_ERR_MAX - 64];
+
+	if (conf_errbuf[0] != '\0')
+		return;		/* keep the first error, it is the cause */
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (cfg != NULL && cfg->line > 0)
+		snprintf(conf_errbuf, sizeof(conf_errbuf), "%s:%d: %s",
+		    conf_errpath, cfg->line, msg);
+	else
+		snprintf(conf_errbuf, sizeof(conf_errbuf), "%s: %s",
+		    conf_errpath, msg);
+}
+
+/* Section name for messages; "" at the top level. */
+static const char *
+conf_section(cfg_t *cfg)
+{
+	const char	*n = cfg_name(cfg);
+
+	return (n == NULL || strcmp(n, "root") == 0) ? "" : n;
+}
+
+/* Range check for an integer option; libconfuse calls it right after the
+ * value is read, so the error carries the right line. */
+static int
+conf_check_range(cfg_t *cfg, cfg_opt_t *opt, long min, long max)
+{
+	long	v = cfg_opt_getnint(opt, cfg_opt_size(opt) - 1);
+
+	if (v < min || v > max) {
+		cfg_error(cfg, "%s%s%s = %ld is out of range (%ld..%ld)",
+		    conf_section(cfg), *conf_section(cfg) ? "." : "",
+		    cfg_opt_name(opt), v, min, max);
+		return -1;
+	}
+	return 0;
+}
+
+#define CONF_RANGE(fn, min, max)					\
+static int								\
+fn(cfg_t *cfg, cfg_opt_t *opt)						\
+{									\
+	return conf_check_range(cfg, opt, (min), (max));		\
+}
+
+CONF_RANGE(conf_v_workers, 0, 64)
+CONF_RANGE(conf_v_body, 64, 64L * 1024 * 1024)
+CONF_RANGE(conf_v_dbconns, 1, 64)
+CONF_RANGE(conf_v_batch, 1, 1000)
+CONF_RANGE(conf_v_poll, 10, 3600L * 1000)
+CONF_RANGE(conf_v_lease, 1000, 24L * 3600 * 1000)
+CONF_RANGE(conf_v_timeout, 100, 600L * 1000)
+CONF_RANGE(conf_v_wait, 0, 20)
+CONF_RANGE(conf_v_maxmsg, 1, 10)
+CONF_RANGE(conf_v_shutdown, 0, 3600L * 1000)
+
+static int
+conf_v_loglevel(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char	*v = cfg_opt_getnstr(opt, 0);
+
+	if (v == NULL || log_level_parse(v) == -1) {
+		cfg_error(cfg, "log_level = \"%s\": expected debug, info, "
+		    "warn or error", v ? v : "");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Split "host:port", "[v6]:port", "*:port" or ":port" into host and port.
+ * Returns -1 on a malformed value.  *host and *port are malloc'd.
+ */
+static int
+conf_split_listen(const char *s, char **host, char **port)
+{
+	const char	*colon, *h, *hend;
+	char		*end;
+	long		 p;
+
+	if (s[0] == '[') {
+		hend = strchr(s, ']');
+		if (hend == NULL || hend[1] != ':')
+			return -1;
+		h = s + 1;
+		colon = hend + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon == NULL)
+			return -1;
+		h = s;
+		hend = colon;
+	}
+	errno = 0;
+	p = strtol(colon + 1, &end, 10);
+	if (colon[1] == '\0' || *end != '\0' || errno != 0 || p < 1 ||
+	    p > 65535)
+		return -1;
+	if (hend == h || (hend - h == 1 && *h == '*'))
+		*host = NULL;		/* all addresses */
+	else if ((*host = strndup(h, hend - h)) == NULL)
+		return -1;
+	if ((*port = strdup(colon + 1)) == NULL) {
+		free(*host);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+conf_v_listen(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char	*v = cfg_opt_getnstr(opt, 0);
+	char		*h = NULL, *p = NULL;
+
+	if (v == NULL || conf_split_listen(v, &h, &p) == -1) {
+		cfg_error(cfg, "listen = \"%s\": expected \"host:port\"",
+		    v ? v : "");
+		return -1;
+	}
+	free(h);
+	free(p);
+	return 0;
+}
+
+static int
+conf_v_url(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char	*v = cfg_opt_getnstr(opt, 0);
+
+	if (v != NULL && *v != '\0' && strncmp(v, "http://", 7) != 0 &&
+	    strncmp(v, "https://", 8) != 0) {
+		cfg_error(cfg, "%s.%s = \"%s\": expected an http:// or "
+		    "https:// URL", conf_section(cfg), cfg_opt_name(opt), v);
+		return -1;
+	}
+	return 0;
+}
+
+static cfg_opt_t http_opts[] = {
+	CFG_STR("listen", "127.0.0.1:8080", CFGF_NONE),
+	CFG_INT("workers", 2, CFGF_NONE),
+	CFG_INT("max_body_size", 65536, CFGF_NONE),
+	CFG_INT("db_connections", 4, CFGF_NONE),
+	CFG_END()
+};
+
+static cfg_opt_t relay_opts[] = {
+	CFG_INT("workers", 2, CFGF_NONE),
+	CFG_INT("batch_size", 10, CFGF_NONE),
+	CFG_INT("poll_interval", 1000, CFGF_NONE),
+	CFG_INT("lease", 30000, CFGF_NONE),
+	CFG_INT("timeout", 10000, CFGF_NONE),
+	CFG_END()
+};
+
+static cfg_opt_t consumer_opts[] = {
+	CFG_INT("workers", 1, CFGF_NONE),
+	CFG_INT("wait_time", 20, CFGF_NONE),
+	CFG_INT("max_messages", 10, CFGF_NONE),
+	CFG_END()
+};
+
+static cfg_opt_t aws_opts[] = {
+	CFG_STR("region", NULL, CFGF_NONE),
+	CFG_STR("endpoint_url", NULL, CFGF_NONE),
+	CFG_STR("access_key_id", NULL, CFGF_NONE),
+	CFG_STR("secret_access_key", NULL, CFGF_NONE),
+	CFG_STR("session_token", NULL, CFGF_NONE),
+	CFG_END()
+};
+
+static cfg_opt_t sqs_opts[] = {
+	CFG_STR("queue_url", NULL, CFGF_NONE),
+	CFG_STR("endpoint_url", NULL, CFGF_NONE),
+	CFG_END()
+};
+
+static cfg_opt_t dynamodb_opts[] = {
+	CFG_STR("table", "fulfillments", CFGF_NONE),
+	CFG_STR("endpoint_url", NULL, CFGF_NONE),
+	CFG_END()
+};
+
+static cfg_opt_t top_opts[] = {
+	CFG_STR("database", NULL, CFGF_NONE),
+	CFG_INT("shutdown_timeout", 10000, CFGF_NONE),
+	CFG_STR("pidfile", NULL, CFGF_NONE),
+	CFG_STR("user", NULL, CFGF_NONE),
+	CFG_STR("log_file", NULL, CFGF_NONE),
+	CFG_STR("log_level", "info", CFGF_NONE),
+	CFG_SEC("http", http_opts, CFGF_NONE),
+	CFG_SEC("relay", relay_opts, CFGF_NONE),
+	CFG_SEC("consumer", consumer_opts, CFGF_NONE),
+	CFG_SEC("aws", aws_opts, CFGF_NONE),
+	CFG_SEC("sqs", sqs_opts, CFGF_NONE),
+	CFG_SEC("dynamodb", dynamodb_opts, CFGF_NONE),
+	CFG_END()
+};
+
+static void
+conf_set_validators(cfg_t *cfg)
+{
+	cfg_set_validate_func(cfg, "shutdown_timeout", conf_v_shutdown);
+	cfg_set_validate_func(cfg, "log_level", conf_v_loglevel);
+	cfg_set_validate_func(cfg, "http|listen", conf_v_listen);
+	cfg_set_validate_func(cfg, "http|workers", conf_v_workers);
+	cfg_set_validate_func(cfg, "http|max_body_size", conf_v_body);
+	cfg_set_validate_func(cfg, "http|db_connections", conf_v_dbconns);
+	cfg_set_validate_func(cfg, "relay|workers", conf_v_workers);
+	cfg_set_validate_func(cfg, "relay|batch_size", conf_v_batch);
+	cfg_set_validate_func(cfg, "relay|poll_interval", conf_v_poll);
+	cfg_set_validate_func(cfg, "relay|lease", conf_v_lease);
+	cfg_set_validate_func(cfg, "relay|timeout", conf_v_timeout);
+	cfg_set_validate_func(cfg, "consumer|workers", conf_v_workers);
+	cfg_set_validate_func(cfg, "consumer|wait_time", conf_v_wait);
+	cfg_set_validate_func(cfg, "consumer|max_messages", conf_v_maxmsg);
+	cfg_set_validate_func(cfg, "aws|endpoint_url", conf_v_url);
+	cfg_set_validate_func(cfg, "sqs|queue_url", conf_v_url);
+	cfg_set_validate_func(cfg, "sqs|endpoint_url", conf_v_url);
+	cfg_set_validate_func(cfg, "dynamodb|endpoint_url", conf_v_url);
+}
+
+/*
+ * libconfuse reports an unterminated string at the end of the file; find
+ * the line where it opened so the operator is sent to the right place.
+ * Returns 0 if the file has no unterminated string.
+ */
+static int
+conf_find_open_quote(const char *path)
+{
+	FILE	*fp;
+	int	 c, line = 1, open_line = 0, in_str = 0, in_comment = 0;
+
+	if ((fp = fopen(path, "r")) == NULL)
+		return 0;
+	while ((c = getc(fp)) != EOF) {
+		if (c == '\n') {
+			line++;
+			in_comment = 0;
+			continue;
+		}
+		if (in_comment)
+			continue;
+		if (in_str) {
+			if (c == '\\')
+				(void)getc(fp);
+			else if (c == '"')
+				in_str = 0;
+		} else if (c == '#') {
+			in_comment = 1;
+		} else if (c == '"') {
+			in_str = 1;
+			open_line = line;
+		}
+	}
+	fclose(fp);
+	return in_str ? open_line : 0;
+}
+
+static char *
+conf_strdup_or_null(const char *s)
+{
+	if (s == NULL || *s == '\0')
+		return NULL;
+	return strdup(s);
+}
+
+/* First non-empty of a config value and environment variables. */
+static const char *
+conf_pick(const char *file_value, const char *env1, const char *env2)
+{
+	const char	*v;
+
+	if (file_value != NULL && *file_value != '\0')
+		return file_value;
+	if (env1 != NULL && (v = getenv(env1)) != NULL && *v != '\0')
+		return v;
+	if (env2 != NULL && (v = getenv(env2)) != NULL && *v != '\0')
+		return v;
+	return NULL;
+}
+
+/* Endpoint base URL without a trailing '/'; caller frees. */
+static char *
+conf_endpoint(const char *svc_file, const char *aws_file, const char *svc_env,
+    const char *service, const char *region)
+{
+	const char	*v;
+	char		*s;
+	size_t		 n;
+
+	/* Explicit file settings win over the environment; the
+	 * per-service ones over the global one, as in the AWS SDKs. */
+	if ((v = conf_pick(svc_file, NULL, NULL)) == NULL &&
+	    (v = conf_pick(aws_file, NULL, NULL)) == NULL)
+		v = conf_pick(NULL, svc_env, "AWS_ENDPOINT_URL");
+	if (v != NULL) {
+		if ((s = strdup(v)) == NULL)
+			return NULL;
+		n = strlen(s);
+		while (n > 0 && s[n - 1] == '/')
+			s[--n] = '\0';
+		return s;
+	}
+	if (region == NULL)
+		return NULL;
+	if (asprintf(&s, "https://%s.%s.amazonaws.com", service, region) == -1)
+		return NULL;
+	return s;
+}
+
+static int
+conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
+{
+	cfg_t		*h = cfg_getsec(cfg, "http");
+	cfg_t		*r = cfg_getsec(cfg, "relay");
+	cfg_t		*k = cfg_getsec(cfg, "consumer");
+	cfg_t		*a = cfg_getsec(cfg, "aws");
+	cfg_t		*q = cfg_getsec(cfg, "sqs");
+	cfg_t		*d = cfg_getsec(cfg, "dynamodb");
+	const char	*v;
+	int		 need_aws;
+
+	c->database = conf_strdup_or_null(cfg_getstr(cfg, "database"));
+	if (c->database == NULL) {
+		snprintf(err, errlen, "%s: database is not set (a libpq "
+		    "conninfo string or postgresql:// URI)", c->path);
+		return -1;
+	}
+	c->shutdown_timeout = cfg_getint(cfg, "shutdown_timeout");
+	c->pidfile = conf_strdup_or_null(cfg_getstr(cfg, "pidfile"));
+	c->user = conf_strdup_or_null(cfg_getstr(cfg, "user"));
+	c->log_file = conf_strdup_or_null(cfg_getstr(cfg, "log_file"));
+	c->log_level = log_level_parse(cfg_getstr(cfg, "log_level"));
+
+	c->http.listen = strdup(cfg_getstr(h, "listen"));
+	if (c->http.listen == NULL || conf_split_listen(c->http.listen,
+	    &c->http.host, &c->http.port) == -1) {
+		snprintf(err, errlen, "%s: http.listen: expected \"host:port\"",
+		    c->path);
+		return -1;
+	}
+	c->http.workers = cfg_getint(h, "workers");
+	c->http.max_body_size = cfg_getint(h, "max_body_size");
+	c->http.db_connections = cfg_getint(h, "db_connections");
+
+	c->relay.workers = cfg_getint(r, "workers");
+	c->relay.batch_size = cfg_getint(r, "batch_size");
+	c->relay.poll_interval = cfg_getint(r, "poll_interval");
+	c->relay.lease = cfg_getint(r, "lease");
+	c->relay.timeout = cfg_getint(r, "timeout");
+	if (c->relay.lease <= c->relay.timeout) {
+		snprintf(err, errlen, "%s: relay.lease (%ld ms) must be longer "
+		    "than relay.timeout (%ld ms), or a slow publish could be "
+		    "claimed twice", c->path, c->relay.lease, c->relay.timeout);
+		return -1;
+	}
+
+	c->consumer.workers = cfg_getint(k, "workers");
+	c->consumer.wait_time = cfg_getint(k, "wait_time");
+	c->consumer.max_messages = cfg_getint(k, "max_messages");
+
+	c->aws.region = conf_strdup_or_null(conf_pick(cfg_getstr(a, "region"),
+	    "AWS_REGION", "AWS_DEFAULT_REGION"));
+	c->aws.access_key_id = conf_strdup_or_null(conf_pick(
+	    cfg_getstr(a, "access_key_id"), "AWS_ACCESS_KEY_ID", NULL));
+	c->aws.secret_access_key = conf_strdup_or_null(conf_pick(
+	    cfg_getstr(a, "secret_access_key"), "AWS_SECRET_ACCESS_KEY", NULL));
+	c->aws.session_token = conf_strdup_or_null(conf_pick(
+	    cfg_getstr(a, "session_token"), "AWS_SESSION_TOKEN", NULL));
+	c->aws.sqs_endpoint = conf_endpoint(cfg_getstr(q, "endpoint_url"),
+	    cfg_getstr(a, "endpoint_url"), "AWS_ENDPOINT_URL_SQS", "sqs",
+	    c->aws.region);
+	c->aws.dynamodb_endpoint = conf_endpoint(cfg_getstr(d, "endpoint_url"),
+	    cfg_getstr(a, "endpoint_url"), "AWS_ENDPOINT_URL_DYNAMODB",
+	    "dynamodb", c->aws.region);
+	c->sqs_queue_url = conf_strdup_or_null(cfg_getstr(q, "queue_url"));
+	c->dynamodb_table = conf_strdup_or_null(cfg_getstr(d, "table"));
+
+	/* AWS settings matter only when some worker talks to AWS. */
+	need_aws = c->relay.workers > 0 || c->consumer.workers > 0;
+	v = NULL;
+	if (need_aws && c->sqs_queue_url == NULL)
+		v = "sqs.queue_url is not set";
+	else if (c->consumer.workers > 0 && c->dynamodb_table == NULL)
+		v = "dynamodb.table is not set";
+	else if (need_aws && c->aws.region == NULL)
+		v = "aws.region is not set and neither AWS_REGION nor "
+		    "AWS_DEFAULT_REGION is in the environment";
+	else if (need_aws && (c->aws.access_key_id == NULL ||
+	    c->aws.secret_access_key == NULL))
+		v = "no AWS credentials: set aws.access_key_id and "
+		    "aws.secret_access_key, or AWS_ACCESS_KEY_ID and "
+		    "AWS_SECRET_ACCESS_KEY";
+	if (v != NULL) {
+		snprintf(err, errlen, "%s: %s", c->path, v);
+		return -1;
+	}
+	return 0;
+}
+
+int
+conf_load(const char *path, struct conf **out, char *err, size_t errlen)
+{
+	struct conf	*c;
+	cfg_t		*cfg;
+	int		 rv, line;
+
+	*out = NULL;
+	if ((cfg = cfg_init(top_opts, CFGF_NONE)) == NULL) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
+	cfg_set_error_function(cfg, conf_errfunc);
+	conf_set_validators(cfg);
+	conf_errbuf[0] = '\0';
+	conf_errpath = path;
+
+	rv = cfg_parse(cfg, path);
+	if (rv == CFG_FILE_ERROR) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		cfg_free(cfg);
+		return -1;
+	}
+	if (rv != CFG_SUCCESS) {
+		if ((line = conf_find_open_quote(path)) > 0)
+			snprintf(err, errlen, "%s:%d: unterminated string "
+			    "(a '\"' opened on this line is never closed)",
+			    path, line);
+		else if (conf_errbuf[0] != '\0')
+			snprintf(err, errlen, "%s", conf_errbuf);
+		else
+			snprintf(err, errlen, "%s: parse error", path);
+		cfg_free(cfg);
+		return -1;
+	}
+
+	if ((c = calloc(1, sizeof(*c))) == NULL ||
+	    (c->path = strdup(path)) == NULL) {
+		free(c);
+		cfg_free(cfg);
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
+	rv = conf_fill(cfg, c, err, errlen);
+	cfg_free(cfg);
+	if (rv == -1) {
+		conf_free(c);
+		return -1;
+	}
+	*out = c;
+	return 0;
+}
+
+void
+conf_free(struct conf *c)
+{
+	if (c == NULL)
+		return;
+	free(c->path);
+	free(c->database);
+	free(c->pidfile);
+	free(c->user);
+	free(c->log_file);
+	free(c->http.listen);
+	free(c->http.host);
+	free(c->http.port);
+	free(c->aws.region);
+	free(c->aws.sqs_endpoint);
+	free(c->aws.dynamodb_endpoint);
+	free(c->aws.access_key_id);
+	free(c->aws.secret_access_key);
+	free(c->aws.session_token);
+	free(c->sqs_queue_url);
+	free(c->dynamodb_table);
+	free(c);
+}

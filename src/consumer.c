@@ -1,0 +1,2 @@
+/* consumer.c - stub, to be written */
+#include "outboxd.h"

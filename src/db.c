@@ -1,0 +1,88 @@
+/*
+ * db.c - blocking libpq helpers shared by the workers: connecting with the
+ * session settings outboxd relies on, and checking that the schema exists.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "outboxd.h"
+
+/* Copy libpq's message without its trailing newline. */
+static void
+db_errcpy(char *err, size_t errlen, const char *msg)
+{
+	size_t	n;
+
+	snprintf(err, errlen, "%s", msg != NULL ? msg : "unknown error");
+	n = strlen(err);
+	while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' '))
+		err[--n] = '\0';
+}
+
+struct pg_conn *
+db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
+{
+	/* Our defaults come first so that the operator's conninfo, expanded
+	 * from dbname last, overrides them.  Keepalives and a user timeout
+	 * make a dead server or network show up as an error within seconds
+	 * instead of a hang.  Timestamps go out in UTC. */
+	const char	*keys[] = { "application_name", "options",
+			    "connect_timeout", "keepalives_idle",
+			    "keepalives_interval", "keepalives_count",
+			    "tcp_user_timeout", "dbname", NULL };
+	const char	*vals[9];
+	char		 app[64];
+	PGconn		*conn;
+
+	snprintf(app, sizeof(app), "outboxd %s", role);
+	vals[0] = app;
+	vals[1] = "-c TimeZone=UTC";
+	vals[2] = "10";
+	vals[3] = "5";
+	vals[4] = "2";
+	vals[5] = "3";
+	vals[6] = "10000";
+	vals[7] = conninfo;
+	vals[8] = NULL;
+	conn = PQconnectdbParams(keys, vals, 1);
+	if (conn == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	if (PQstatus(conn) != CONNECTION_OK) {
+		db_errcpy(err, errlen, PQerrorMessage(conn));
+		PQfinish(conn);
+		return NULL;
+	}
+	return conn;
+}
+
+int
+db_check_schema(struct pg_conn *conn, char *err, size_t errlen)
+{
+	PGresult	*res;
+	int		 ok;
+
+	res = PQexec(conn, "SELECT to_regclass('orders') IS NOT NULL AND "
+	    "to_regclass('outbox') IS NOT NULL AND "
+	    "to_regprocedure('outbox_notify()') IS NOT NULL");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		db_errcpy(err, errlen, PQresultErrorMessage(res));
+		PQclear(res);
+		return -1;
+	}
+	ok = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!ok) {
+		snprintf(err, errlen, "the outboxd schema is missing in this "
+		    "database; apply it with: psql \"$DATABASE_URL\" "
+		    "-v ON_ERROR_STOP=1 -f %s/sql/schema.sql (re-running it "
+		    "is harmless)", PKGDATADIR);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,2 @@
+/* ddb.c - stub, to be written */
+#include "outboxd.h"

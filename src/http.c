@@ -1,0 +1,2 @@
+/* http.c - stub, to be written */
+#include "outboxd.h"

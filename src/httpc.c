@@ -1,0 +1,2 @@
+/* httpc.c - stub, to be written */
+#include "outboxd.h"

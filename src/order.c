@@ -1,0 +1,2 @@
+/* order.c - stub, to be written */
+#include "outboxd.h"

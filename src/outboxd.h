@@ -1,0 +1,342 @@
+/*
+ * outboxd.h - types and prototypes shared by every outboxd source file,
+ * grouped by the file that defines them (as tmux does).
+ *
+ * Conventions: functions return 0 on success and -1 on failure unless a
+ * comment says otherwise; durations are milliseconds unless the name ends
+ * in _s; sizes are bytes.  Returned strings are malloc'd and owned by the
+ * caller when the comment says "caller frees".
+ */
+#ifndef OUTBOXD_H
+#define OUTBOXD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <sys/types.h>
+
+struct event_base;
+struct cJSON;
+struct curl_slist;
+struct pg_conn;
+
+#ifndef __dead
+#define __dead __attribute__((__noreturn__))
+#endif
+#define OUTBOXD_PRINTF(f, a) __attribute__((__format__(__printf__, f, a)))
+
+/* Exit status of a child whose configuration can never work: the master
+ * does not respawn it (sysexits.h EX_CONFIG). */
+#define OUTBOXD_EX_CONFIG	78
+
+/* The LISTEN/NOTIFY channel the outbox trigger signals (sql/schema.sql). */
+#define OUTBOX_CHANNEL		"outbox_new"
+
+/* ---- conf.c: the only file that knows libconfuse ---------------------- */
+
+struct conf {
+	char		*path;			/* file this was read from */
+	char		*database;		/* libpq conninfo or URI */
+	long		 shutdown_timeout;	/* ms */
+	char		*pidfile;		/* NULL = none */
+	char		*user;			/* NULL = do not drop */
+	char		*log_file;		/* NULL = stderr */
+	int		 log_level;		/* enum log_level */
+
+	struct {
+		char	*listen;		/* "host:port" as written */
+		char	*host;			/* parsed from listen */
+		char	*port;			/* parsed from listen */
+		int	 workers;
+		long	 max_body_size;		/* bytes */
+		int	 db_connections;	/* per HTTP worker */
+	} http;
+
+	struct {
+		int	 workers;
+		int	 batch_size;		/* rows claimed per batch */
+		long	 poll_interval;		/* ms, safety net behind NOTIFY */
+		long	 lease;			/* ms a claim is held */
+		long	 timeout;		/* ms per broker request */
+	} relay;
+
+	struct {
+		int	 workers;
+		int	 wait_time;		/* s, SQS long poll (0..20) */
+		int	 max_messages;		/* per ReceiveMessage (1..10) */
+	} consumer;
+
+	/* Resolved at load time: file value, else environment, else AWS
+	 * default.  Secrets are never logged. */
+	struct {
+		char	*region;
+		char	*sqs_endpoint;		/* base URL, no trailing '/' */
+		char	*dynamodb_endpoint;	/* base URL, no trailing '/' */
+		char	*access_key_id;
+		char	*secret_access_key;
+		char	*session_token;		/* NULL = none */
+	} aws;
+
+	char		*sqs_queue_url;
+	char		*dynamodb_table;
+};
+
+/*
+ * Parse and validate the configuration file at path (libconfuse), fill the
+ * AWS settings left unset from the standard environment variables, and
+ * return a new struct conf in *out (caller frees with conf_free).
+ * On error returns -1 and writes "FILE:LINE: reason" (or "FILE: reason")
+ * into err (errlen bytes).  Used by -t, start-up and reload alike.
+ */
+int		 conf_load(const char *path, struct conf **out, char *err,
+		    size_t errlen);
+void		 conf_free(struct conf *);
+
+/* ---- log.c: one line per event, logfmt, with role and pid ------------- */
+
+enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN,
+	LOG_LEVEL_ERROR };
+
+/* Name the writing process ("master", "http", "relay", "consumer";
+ * index < 0 = none) for every later line. */
+void		 log_init(const char *role, int index);
+void		 log_set_level(int level);
+/* Parse "debug", "info", "warn", "error"; returns -1 if unknown. */
+int		 log_level_parse(const char *);
+/* Send lines to path (append) instead of stderr; NULL = stderr.  Also used
+ * to reopen after rotation.  Returns -1 (and keeps the old target) on
+ * failure. */
+int		 log_open(const char *path);
+/* Reopen the file last given to log_open (SIGUSR1, after rotation). */
+int		 log_reopen(void);
+void		 log_debug(const char *, ...) OUTBOXD_PRINTF(1, 2);
+void		 log_info(const char *, ...) OUTBOXD_PRINTF(1, 2);
+void		 log_warn(const char *, ...) OUTBOXD_PRINTF(1, 2); /* + errno */
+void		 log_warnx(const char *, ...) OUTBOXD_PRINTF(1, 2);
+void		 log_error(const char *, ...) OUTBOXD_PRINTF(1, 2);
+__dead void	 fatal(const char *, ...) OUTBOXD_PRINTF(1, 2);  /* + errno */
+__dead void	 fatalx(const char *, ...) OUTBOXD_PRINTF(1, 2);
+
+/* ---- proc.c: what every child does after fork ------------------------- */
+
+/*
+ * Install the worker signal policy on base: SIGTERM and SIGINT call
+ * on_stop(arg) once (graceful; a second one exits at once), SIGQUIT exits
+ * at once, SIGHUP is ignored (the master reloads), SIGPIPE ignored.
+ * Returns -1 on failure.
+ */
+int		 proc_worker_signals(struct event_base *base,
+		    void (*on_stop)(void *), void *arg);
+/* Set the process title shown by ps ("outboxd: relay 2"). */
+void		 proc_set_title(const char *fmt, ...) OUTBOXD_PRINTF(1, 2);
+/* Keep argv so proc_set_title can overwrite it; call first in main(). */
+void		 proc_title_init(int argc, char **argv);
+
+/* ---- db.c: blocking libpq helpers shared by the workers --------------- */
+
+/*
+ * Connect (blocking) with conninfo; sets TimeZone UTC and application_name
+ * "outboxd <role>".  Returns NULL and writes the libpq message into err on
+ * failure.  Caller PQfinish()es the connection.
+ */
+struct pg_conn	*db_connect(const char *conninfo, const char *role, char *err,
+		    size_t errlen);
+/* 0 if the orders and outbox tables exist, else -1 with a message saying
+ * how to apply sql/schema.sql. */
+int		 db_check_schema(struct pg_conn *, char *err, size_t errlen);
+
+/* ---- httpc.c: libcurl multi interface driven by a libevent loop ------- */
+
+struct httpc;
+
+struct httpc_request {
+	const char		*url;
+	struct curl_slist	*headers;	/* taken over: httpc frees */
+	const char		*body;		/* copied */
+	size_t			 body_len;
+	const char		*aws_sigv4;	/* "aws:amz:REGION:SERVICE" or NULL */
+	const char		*username;	/* SigV4 access key id */
+	const char		*password;	/* SigV4 secret */
+	long			 timeout;	/* ms, whole request; 0 = none */
+};
+
+struct httpc_response {
+	int		 curl_code;	/* CURLcode; 0 = a response arrived */
+	const char	*curl_error;	/* text when curl_code != 0 */
+	long		 status;	/* HTTP status, 0 when no response */
+	const char	*body;		/* NUL-terminated; valid during the cb */
+	size_t		 body_len;
+	long		 retry_after;	/* s from Retry-After, -1 if absent */
+};
+
+typedef void	 httpc_cb(const struct httpc_response *, void *arg);
+
+/* A client bound to base; reuses connections.  NULL on failure. */
+struct httpc	*httpc_new(struct event_base *base);
+/* Abort what is in flight (callbacks are not called) and free. */
+void		 httpc_free(struct httpc *);
+/* Start a POST; cb runs exactly once from the event loop, later.
+ * Returns -1 (cb never runs) if the request could not be started. */
+int		 httpc_post(struct httpc *, const struct httpc_request *,
+		    httpc_cb *cb, void *arg);
+/* Requests started and not yet completed. */
+int		 httpc_inflight(const struct httpc *);
+
+/* ---- aws.c: AWS JSON protocol over httpc, signed with SigV4 ----------- */
+
+enum aws_service { AWS_SQS, AWS_DYNAMODB };
+
+struct aws_result {
+	int		 ok;		/* HTTP 2xx and a JSON body */
+	long		 status;	/* HTTP status, 0 = transport error */
+	struct cJSON	*json;		/* parsed body or NULL; freed after cb */
+	const char	*error_type;	/* "ConditionalCheckFailedException",
+					   "QueueDoesNotExist", ... or NULL */
+	const char	*error_message;	/* service or transport text, or NULL */
+	long		 retry_after;	/* s, -1 if none */
+};
+
+typedef void	 aws_cb(const struct aws_result *, void *arg);
+
+/*
+ * Call ACTION (e.g. "SendMessageBatch", "PutItem") of service with the JSON
+ * request body, signed with SigV4 for conf->aws.region (AWS Signature
+ * Version 4; JSON 1.0 protocol: X-Amz-Target + application/x-amz-json-1.0;
+ * X-Amz-Security-Token when a session token is set).  cb runs once, later.
+ * Returns -1 (cb never runs) if the request could not be started.
+ */
+int		 aws_call(struct httpc *, const struct conf *, enum aws_service,
+		    const char *action, const char *body, size_t body_len,
+		    long timeout, aws_cb *cb, void *arg);
+
+/* ---- sqs.c: SQS JSON request bodies and replies (no I/O) -------------- */
+
+struct outbox_msg;			/* sink_sqs.c section below */
+
+/* One message from ReceiveMessage; strings are malloc'd. */
+struct sqs_message {
+	char		*message_id;
+	char		*receipt_handle;
+	char		*body;
+	size_t		 body_len;	/* bytes */
+	char		*event_type;	/* EventType attribute or NULL */
+	long		 receive_count;	/* ApproximateReceiveCount, 0 if absent */
+};
+
+/* 1 if the queue URL names a FIFO queue (ends in ".fifo"), else 0. */
+int		 sqs_queue_is_fifo(const char *queue_url);
+/*
+ * SendMessageBatch body for msgs[0..n-1] (AWS SQS API: SendMessageBatch).
+ * Returns the JSON text (caller frees) and its length in *len, or NULL.
+ */
+char		*sqs_send_batch_body(const char *queue_url,
+		    const struct outbox_msg *msgs, int n, size_t *len);
+/*
+ * Set outcome and error of every msg from a SendMessageBatch reply
+ * (Successful -> SINK_SENT; Failed with SenderFault -> SINK_REJECTED,
+ * else SINK_RETRY; in neither list -> SINK_RETRY).  Any previous error
+ * pointer is overwritten, not freed.  Returns the number of SINK_SENT.
+ */
+int		 sqs_send_batch_parse(const struct cJSON *reply,
+		    struct outbox_msg *msgs, int n);
+/* ReceiveMessage body (AWS SQS API: ReceiveMessage); wait_time in s.
+ * Caller frees; NULL on failure. */
+char		*sqs_receive_body(const char *queue_url, int wait_time,
+		    int max_messages, size_t *len);
+/* Parse a ReceiveMessage reply ({} = none) into *out (caller frees with
+ * sqs_messages_free) and *n.  -1 if a message lacks ReceiptHandle/Body. */
+int		 sqs_receive_parse(const struct cJSON *reply,
+		    struct sqs_message **out, int *n);
+void		 sqs_messages_free(struct sqs_message *, int n);
+/* DeleteMessageBatch body (AWS SQS API: DeleteMessageBatch); entry Id i is
+ * the decimal index of handles[i].  Caller frees; NULL on failure. */
+char		*sqs_delete_batch_body(const char *queue_url,
+		    const char *const *handles, int n, size_t *len);
+/* Parse a DeleteMessageBatch reply: errors[i] = NULL if deleted, else a
+ * malloc'd reason (caller frees).  Returns the number not deleted. */
+int		 sqs_delete_batch_parse(const struct cJSON *reply, int n,
+		    char **errors);
+
+/* ---- ddb.c: DynamoDB JSON request bodies and items (no I/O) ----------- */
+
+/* The fulfillment written for one order event; strings malloc'd. */
+struct fulfillment {
+	char		*order_id;
+	char		*customer_id;
+	int64_t		 amount_cents;
+};
+
+/*
+ * Map an SQS message body (the outbox payload: {"orderId", "customerId",
+ * "amountCents", ...}) to f (clear with ddb_fulfillment_clear).  On a
+ * malformed body returns -1 with the reason in err (errlen bytes).
+ */
+int		 ddb_fulfillment_parse(const char *body, size_t len,
+		    struct fulfillment *f, char *err, size_t errlen);
+void		 ddb_fulfillment_clear(struct fulfillment *);
+/* RFC 3339 UTC with milliseconds ("2025-01-02T03:04:05.678Z") of ms since
+ * the epoch into buf (at least 25 bytes).  -1 if it does not fit. */
+int		 ddb_timestamp(char *buf, size_t len, int64_t ms);
+/* Conditional PutItem body (AWS DynamoDB API: PutItem) for f with
+ * status "received" and createdAt = created_at, only if no item with this
+ * orderId exists.  Caller frees; NULL on failure. */
+char		*ddb_fulfillment_put_body(const char *table,
+		    const struct fulfillment *f, const char *created_at,
+		    size_t *len);
+/* Strongly consistent GetItem body by orderId (AWS DynamoDB API: GetItem).
+ * Caller frees; NULL on failure. */
+char		*ddb_get_body(const char *table, const char *order_id,
+		    size_t *len);
+/* Convert a DynamoDB item (attribute name -> AttributeValue) to plain JSON
+ * (S -> string, N -> number, M -> object, ...).  Caller cJSON_Delete()s;
+ * NULL if item is not an object or holds an unknown type. */
+struct cJSON	*ddb_item_to_json(const struct cJSON *item);
+
+/* ---- sink_sqs.c: publish outbox messages to SQS ----------------------- */
+
+enum sink_outcome {
+	SINK_SENT,		/* broker acknowledged */
+	SINK_RETRY,		/* may succeed later (5xx, timeout, throttling) */
+	SINK_REJECTED		/* can never succeed (SenderFault, too large) */
+};
+
+/* One outbox row in flight; the relay owns the strings. */
+struct outbox_msg {
+	int64_t		 id;
+	char		*event_type;
+	char		*key;		/* ordering key */
+	char		*payload;	/* JSON text */
+	size_t		 payload_len;
+	/* filled by the sink before done() */
+	enum sink_outcome outcome;
+	char		*error;		/* malloc'd reason, NULL when sent */
+};
+
+/* Runs once per publish call, from the event loop, with every message's
+ * outcome filled in. */
+typedef void	 sink_done_cb(struct outbox_msg *msgs, int n, void *arg);
+
+/*
+ * Publish n (1..10) messages with one SendMessageBatch (AWS SQS API:
+ * SendMessageBatch): body = payload, message attribute EventType.  Reads
+ * every entry of Successful and Failed; an entry missing from both is
+ * SINK_RETRY.  For a ".fifo" queue MessageGroupId = key and
+ * MessageDeduplicationId = id.  Returns -1 (done never runs) if the
+ * request could not be started.
+ */
+int		 sink_sqs_publish(struct httpc *, const struct conf *,
+		    struct outbox_msg *msgs, int n, sink_done_cb *done,
+		    void *arg);
+
+/* ---- worker entry points (one file each); return the exit status ------ */
+
+int		 http_worker_main(struct conf *, int listen_fd, int index);
+int		 relay_main(struct conf *, int index);
+int		 consumer_main(struct conf *, int index);
+
+/* ---- master.c --------------------------------------------------------- */
+
+/* Run the master until stopped; returns the process exit status. */
+int		 master_run(struct conf *, int listen_fd);
+
+#endif /* OUTBOXD_H */

@@ -1,0 +1,128 @@
+/*
+ * proc.c - what every process does about signals and its name.
+ *
+ * Signals are events in the libevent loop (as PgBouncer does), so no
+ * handler does unsafe work; the process title overwrites the argv area
+ * (as nginx and PostgreSQL do) so ps shows each process's role.
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "outboxd.h"
+
+extern char	**environ;
+
+static char	 *proc_title_base;	/* start of the argv area */
+static size_t	  proc_title_len;	/* bytes we may overwrite */
+
+struct proc_sigstate {
+	void		(*on_stop)(void *);
+	void		 *arg;
+	int		  stopping;
+};
+static struct proc_sigstate proc_sig;
+
+void
+proc_title_init(int argc, char **argv)
+{
+	char	*end;
+	int	 i, n;
+
+	if (argc < 1 || argv[0] == NULL)
+		return;
+	end = argv[0] + strlen(argv[0]);
+	for (i = 1; i < argc && argv[i] == end + 1; i++)
+		end = argv[i] + strlen(argv[i]);
+	/* The environment usually follows argv: move it so that area can
+	 * hold the title too. */
+	for (n = 0; environ[n] != NULL; n++)
+		;
+	if (n > 0 && environ[0] == end + 1) {
+		char	**newenv = calloc(n + 1, sizeof(*newenv));
+
+		if (newenv != NULL) {
+			for (i = 0; i < n; i++) {
+				if (environ[i] == end + 1)
+					end = environ[i] + strlen(environ[i]);
+				newenv[i] = strdup(environ[i]);
+			}
+			environ = newenv;
+		}
+	}
+	for (i = 1; i < argc; i++)
+		argv[i] = NULL;
+	proc_title_base = argv[0];
+	proc_title_len = end - argv[0];
+}
+
+void
+proc_set_title(const char *fmt, ...)
+{
+	char	 buf[256];
+	va_list	 ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	/* comm is 15 bytes; keep the role, which is the useful part. */
+	(void)prctl(PR_SET_NAME, strncmp(buf, "outboxd: ", 9) == 0 ?
+	    buf + 9 : buf, 0, 0, 0);
+	if (proc_title_base == NULL || proc_title_len < 2)
+		return;
+	memset(proc_title_base, 0, proc_title_len);
+	strncpy(proc_title_base, buf, proc_title_len - 1);
+}
+
+static void
+proc_on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	(void)arg;
+	switch (sig) {
+	case SIGTERM:
+	case SIGINT:
+		if (proc_sig.stopping) {
+			log_info("second stop signal: exiting now");
+			_exit(0);
+		}
+		proc_sig.stopping = 1;
+		log_info("stop signal: finishing work in hand");
+		proc_sig.on_stop(proc_sig.arg);
+		break;
+	case SIGQUIT:
+		_exit(0);
+	case SIGUSR1:
+		if (log_reopen() == -1)
+			log_warn("log file reopen");
+		break;
+	}
+}
+
+int
+proc_worker_signals(struct event_base *base, void (*on_stop)(void *),
+    void *arg)
+{
+	static const int	 sigs[] = { SIGTERM, SIGINT, SIGQUIT, SIGUSR1 };
+	struct event		*ev;
+	size_t			 i;
+
+	proc_sig.on_stop = on_stop;
+	proc_sig.arg = arg;
+	proc_sig.stopping = 0;
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		ev = evsignal_new(base, sigs[i], proc_on_signal, NULL);
+		if (ev == NULL || evsignal_add(ev, NULL) == -1)
+			return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,2 @@
+/* sink_sqs.c - stub, to be written */
+#include "outboxd.h"

@@ -1,0 +1,2 @@
+/* sqs.c - stub, to be written */
+#include "outboxd.h"

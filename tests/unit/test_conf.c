@@ -1,0 +1,255 @@
+/*
+ * test_conf.c - configuration loading: a good file, defaults, the
+ * environment fallback for AWS settings, and each kind of bad file with
+ * the FILE:LINE the operator needs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "outboxd.h"
+
+static char	tmpl[] = "/tmp/outboxd-conf-XXXXXX";
+static char	path[64];
+
+/* Write text to a fresh temporary file; path holds its name. */
+static const char *
+write_conf(const char *text)
+{
+	FILE	*fp;
+	int	 fd;
+
+	snprintf(path, sizeof(path), "%s", tmpl);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	fp = fdopen(fd, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+	return path;
+}
+
+static void
+clear_env(void)
+{
+	unsetenv("AWS_REGION");
+	unsetenv("AWS_DEFAULT_REGION");
+	unsetenv("AWS_ENDPOINT_URL");
+	unsetenv("AWS_ENDPOINT_URL_SQS");
+	unsetenv("AWS_ENDPOINT_URL_DYNAMODB");
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	unsetenv("AWS_SESSION_TOKEN");
+}
+
+static const char good[] =
+    "###\n"
+    "database = \"postgresql://u@127.0.0.1:5432/db\"\n"
+    "shutdown_timeout = 5000\n"
+    "http {\n"
+    "	listen = \"127.0.0.1:18080\"\n"
+    "	workers = 3\n"
+    "	max_body_size = 4096\n"
+    "}\n"
+    "relay { workers = 4 batch_size = 10 poll_interval = 250 }\n"
+    "consumer { workers = 2 wait_time = 5 }\n"
+    "aws {\n"
+    "	region = \"eu-west-1\"\n"
+    "	endpoint_url = \"http://127.0.0.1:4566/\"\n"
+    "	access_key_id = \"AKID\"\n"
+    "	secret_access_key = \"SECRET\"\n"
+    "	session_token = \"TOKEN\"\n"
+    "}\n"
+    "sqs { queue_url = \"http://127.0.0.1:4566/000000000000/q\" }\n"
+    "dynamodb {\n"
+    "	table = \"fulfillments\"\n"
+    "	endpoint_url = \"http://127.0.0.1:8000\"\n"
+    "}\n";
+
+static void
+test_good_file(void **state)
+{
+	struct conf	*c;
+	char		 err[512];
+
+	(void)state;
+	clear_env();
+	assert_int_equal(conf_load(write_conf(good), &c, err, sizeof(err)),
+	    0);
+	unlink(path);
+	assert_string_equal(c->database, "postgresql://u@127.0.0.1:5432/db");
+	assert_int_equal(c->shutdown_timeout, 5000);
+	assert_string_equal(c->http.host, "127.0.0.1");
+	assert_string_equal(c->http.port, "18080");
+	assert_int_equal(c->http.workers, 3);
+	assert_int_equal(c->http.max_body_size, 4096);
+	assert_int_equal(c->relay.workers, 4);
+	assert_int_equal(c->relay.poll_interval, 250);
+	assert_int_equal(c->consumer.workers, 2);
+	assert_int_equal(c->consumer.wait_time, 5);
+	assert_string_equal(c->aws.region, "eu-west-1");
+	/* trailing '/' trimmed; per-service setting beats the global one */
+	assert_string_equal(c->aws.sqs_endpoint, "http://127.0.0.1:4566");
+	assert_string_equal(c->aws.dynamodb_endpoint, "http://127.0.0.1:8000");
+	assert_string_equal(c->aws.session_token, "TOKEN");
+	assert_string_equal(c->dynamodb_table, "fulfillments");
+	conf_free(c);
+}
+
+static void
+test_defaults_and_env(void **state)
+{
+	struct conf	*c;
+	char		 err[512];
+
+	(void)state;
+	clear_env();
+	setenv("AWS_DEFAULT_REGION", "ap-south-1", 1);
+	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "ENVSECRET", 1);
+	setenv("AWS_ENDPOINT_URL_SQS", "http://127.0.0.1:9324", 1);
+	assert_int_equal(conf_load(write_conf(
+	    "database = \"dbname=x\"\n"
+	    "sqs { queue_url = \"https://sqs.ap-south-1.amazonaws.com/1/q\" }\n"),
+	    &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_int_equal(c->http.workers, 2);
+	assert_int_equal(c->relay.batch_size, 10);
+	assert_int_equal(c->relay.poll_interval, 1000);
+	assert_int_equal(c->consumer.wait_time, 20);
+	assert_int_equal(c->http.max_body_size, 65536);
+	assert_string_equal(c->aws.region, "ap-south-1");
+	assert_string_equal(c->aws.access_key_id, "ENVKEY");
+	assert_string_equal(c->aws.secret_access_key, "ENVSECRET");
+	assert_null(c->aws.session_token);
+	assert_string_equal(c->aws.sqs_endpoint, "http://127.0.0.1:9324");
+	/* no endpoint anywhere: the real AWS endpoint of the region */
+	assert_string_equal(c->aws.dynamodb_endpoint,
+	    "https://dynamodb.ap-south-1.amazonaws.com");
+	conf_free(c);
+
+	/* the file wins over the environment */
+	setenv("AWS_REGION", "us-west-2", 1);
+	assert_int_equal(conf_load(write_conf(
+	    "database = \"dbname=x\"\n"
+	    "aws { access_key_id = \"FILEKEY\" }\n"
+	    "sqs { queue_url = \"https://sqs.us-west-2.amazonaws.com/1/q\" }\n"),
+	    &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c->aws.region, "us-west-2");
+	assert_string_equal(c->aws.access_key_id, "FILEKEY");
+	conf_free(c);
+	clear_env();
+}
+
+/* A bad file is refused with the expected "FILE:LINE: ..." text. */
+static void
+expect_error(const char *text, int line, const char *fragment)
+{
+	struct conf	*c = NULL;
+	char		 err[512], want[128];
+
+	clear_env();
+	assert_int_equal(conf_load(write_conf(text), &c, err, sizeof(err)),
+	    -1);
+	unlink(path);
+	assert_null(c);
+	if (line > 0)
+		snprintf(want, sizeof(want), "%s:%d: ", path, line);
+	else
+		snprintf(want, sizeof(want), "%s: ", path);
+	if (strncmp(err, want, strlen(want)) != 0)
+		fail_msg("error \"%s\" does not start with \"%s\"", err, want);
+	if (strstr(err, fragment) == NULL)
+		fail_msg("error \"%s\" lacks \"%s\"", err, fragment);
+}
+
+#define AWSOK								\
+    "aws { region = \"us-east-1\" access_key_id = \"a\" "		\
+    "secret_access_key = \"s\" }\n"					\
+    "sqs { queue_url = \"http://127.0.0.1:1/0/q\" }\n"
+
+static void
+test_bad_files(void **state)
+{
+	(void)state;
+	expect_error("database = \"x\"\nbogus = 1\n", 2, "bogus");
+	expect_error("database = \"x\"\nhttp {\n  workers = \"x\"\n}\n", 3,
+	    "workers");
+	expect_error("database = \"x\"\nhttp { workers = 0 }\n"
+	    "relay { workers = 65 }\n", 3, "out of range");
+	expect_error("# c\ndatabase = \"unterminated\nhttp { workers = 1 }\n",
+	    2, "unterminated string");
+	expect_error("database = \"x\"\nhttp { listen = \"nohostport\" }\n", 2,
+	    "host:port");
+	expect_error("database = \"x\"\nhttp { listen = \"h:99999\" }\n", 2,
+	    "host:port");
+	expect_error("database = \"x\"\nconsumer { wait_time = 21 }\n", 2,
+	    "wait_time");
+	expect_error("database = \"x\"\nlog_level = \"loud\"\n", 2,
+	    "log_level");
+	expect_error("database = \"x\"\nsqs { queue_url = \"ftp://q\" }\n", 2,
+	    "queue_url");
+	expect_error("database = \"x\"\nrelay { workers = 99999999999999999999"
+	    " }\n", 2, "");
+	expect_error("http { workers = 1 }\n", 0, "database is not set");
+	expect_error("database = \"x\"\nrelay { lease = 5000 timeout = 5000 }\n"
+	    AWSOK, 0, "relay.lease");
+	expect_error("database = \"x\"\n", 0, "sqs.queue_url is not set");
+	expect_error("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n",
+	    0, "aws.region");
+	expect_error("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n"
+	    "aws { region = \"r\" }\n", 0, "no AWS credentials");
+}
+
+static void
+test_missing_file(void **state)
+{
+	struct conf	*c;
+	char		 err[512];
+
+	(void)state;
+	assert_int_equal(conf_load("/nonexistent/outbox.conf", &c, err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "/nonexistent/outbox.conf: "));
+	assert_non_null(strstr(err, "No such file"));
+}
+
+/* Relay and consumer counts of 0 need no AWS settings at all. */
+static void
+test_http_only(void **state)
+{
+	struct conf	*c;
+	char		 err[512];
+
+	(void)state;
+	clear_env();
+	assert_int_equal(conf_load(write_conf("database = \"x\"\n"
+	    "http { listen = \"*:8080\" }\n"
+	    "relay { workers = 0 }\nconsumer { workers = 0 }\n"), &c, err,
+	    sizeof(err)), 0);
+	unlink(path);
+	assert_null(c->http.host);
+	assert_string_equal(c->http.port, "8080");
+	conf_free(c);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_good_file),
+		cmocka_unit_test(test_defaults_and_env),
+		cmocka_unit_test(test_bad_files),
+		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_http_only),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
