@@ -1,2 +1,447 @@
-/* consumer.c - stub, to be written */
+/*
+ * consumer.c - the consumer worker: long-poll the SQS queue, write one
+ * fulfillment item per message to DynamoDB with a conditional put, and
+ * delete a message only after its write succeeded or was found done
+ * already (AWS SQS API: ReceiveMessage, DeleteMessageBatch; AWS DynamoDB
+ * API: PutItem with ConditionExpression).
+ *
+ * Delivery is at least once, so the put is conditional on no item for the
+ * orderId existing: ConditionalCheckFailedException means "already done".
+ * Any other failure leaves the message; SQS shows it again after the
+ * visibility timeout, and its redrive policy dead-letters a message that
+ * keeps failing (e.g. a body that cannot be mapped).
+ *
+ * One batch at a time: receive, write every message concurrently, delete
+ * the done ones with one DeleteMessageBatch, receive again.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <cjson/cJSON.h>
+
 #include "outboxd.h"
+
+#define CONSUMER_BACKOFF_MIN	100L	/* ms */
+#define CONSUMER_BACKOFF_MAX	5000L	/* ms */
+#define CONSUMER_WRITE_TIMEOUT	10000L	/* ms per PutItem / delete */
+#define CONSUMER_POLL_MARGIN	10000L	/* ms on top of the long poll */
+#define CONSUMER_SHORT_POLL	1000L	/* ms between empty short polls */
+
+struct consumer;
+
+struct consumer_job {
+	struct consumer_batch	*batch;
+	int			 index;
+	int			 done;		/* written or already there */
+	char			*order_id;
+};
+
+struct consumer_batch {
+	struct consumer		*c;
+	struct sqs_message	*msgs;
+	struct consumer_job	*jobs;
+	int			 n;
+	int			 pending;	/* PutItems in flight */
+};
+
+struct consumer {
+	struct conf		*conf;
+	struct event_base	*base;
+	struct httpc		*hc;
+	struct event		*retry;		/* backoff before a receive */
+	struct consumer_batch	*batch;		/* messages in hand */
+	int			 receiving;	/* ReceiveMessage in flight */
+	int			 stopping;
+	int			 fails;		/* receive failures in a row */
+	char			 last_error[256];
+};
+
+static void	consumer_receive(struct consumer *);
+static void	consumer_next(struct consumer *);
+
+static void
+consumer_batch_free(struct consumer_batch *b)
+{
+	int	i;
+
+	for (i = 0; i < b->n; i++)
+		free(b->jobs[i].order_id);
+	free(b->jobs);
+	sqs_messages_free(b->msgs, b->n);
+	free(b);
+}
+
+/* Delay before receive attempt number fails+1: 100 ms doubling to 5 s,
+ * half of it random ("equal jitter") so workers do not retry in step. */
+static long
+consumer_backoff(int fails)
+{
+	long	base = CONSUMER_BACKOFF_MIN;
+	int	i;
+
+	for (i = 1; i < fails && base < CONSUMER_BACKOFF_MAX; i++)
+		base *= 2;
+	if (base > CONSUMER_BACKOFF_MAX)
+		base = CONSUMER_BACKOFF_MAX;
+	return (base / 2 + random() % (base / 2 + 1));
+}
+
+static void
+consumer_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	consumer_next(arg);
+}
+
+/* A receive failed: log once per distinct error, then wait and retry. */
+static void
+consumer_receive_failed(struct consumer *c, const char *why)
+{
+	struct timeval	tv;
+	long		delay;
+
+	c->fails++;
+	delay = consumer_backoff(c->fails);
+	if (strcmp(why, c->last_error) != 0) {
+		log_warnx("ReceiveMessage failed (retrying with backoff up "
+		    "to %ld ms%s): %s", CONSUMER_BACKOFF_MAX,
+		    strstr(why, "QueueDoesNotExist") != NULL ?
+		    "; the queue may be created later" : "", why);
+		snprintf(c->last_error, sizeof c->last_error, "%s", why);
+	} else
+		log_debug("ReceiveMessage failed again (%d): %s", c->fails,
+		    why);
+	tv.tv_sec = delay / 1000;
+	tv.tv_usec = (delay % 1000) * 1000;
+	evtimer_add(c->retry, &tv);
+}
+
+static void
+consumer_deleted(const struct aws_result *res, void *arg)
+{
+	struct consumer_batch	*b = arg;
+	struct consumer		*c = b->c;
+	char			**errors;
+	int			 i, n = 0, k;
+
+	for (i = 0; i < b->n; i++)
+		n += b->jobs[i].done;
+	if (!res->ok) {
+		log_warnx("DeleteMessageBatch of %d messages failed: %s%s%s; "
+		    "they will be delivered again (their writes are done)", n,
+		    res->error_type != NULL ? res->error_type : "",
+		    res->error_type != NULL ? ": " : "",
+		    res->error_message != NULL ? res->error_message : "?");
+	} else if ((errors = calloc(n, sizeof *errors)) != NULL) {
+		if (sqs_delete_batch_parse(res->json, n, errors) > 0) {
+			/* Entry k is the k-th done job. */
+			for (i = 0, k = 0; i < b->n; i++) {
+				if (!b->jobs[i].done)
+					continue;
+				if (errors[k] != NULL)
+					log_warnx("message %s (order %s) not "
+					    "deleted: %s",
+					    b->msgs[i].message_id != NULL ?
+					    b->msgs[i].message_id : "?",
+					    b->jobs[i].order_id, errors[k]);
+				k++;
+			}
+		}
+		for (k = 0; k < n; k++)
+			free(errors[k]);
+		free(errors);
+	}
+	c->batch = NULL;
+	consumer_batch_free(b);
+	consumer_next(c);
+}
+
+/* Every write of the batch has answered: delete the done messages. */
+static void
+consumer_delete(struct consumer_batch *b)
+{
+	struct consumer	 *c = b->c;
+	const char	**handles;
+	char		 *body;
+	size_t		  len;
+	int		  i, n = 0;
+
+	if ((handles = calloc(b->n, sizeof *handles)) == NULL) {
+		log_warn("consumer_delete");
+		goto end;
+	}
+	for (i = 0; i < b->n; i++) {
+		if (b->jobs[i].done)
+			handles[n++] = b->msgs[i].receipt_handle;
+	}
+	if (n == 0) {
+		free(handles);
+		goto end;
+	}
+	body = sqs_delete_batch_body(c->conf->sqs_queue_url, handles, n, &len);
+	free(handles);
+	if (body == NULL) {
+		log_warnx("cannot build DeleteMessageBatch for %d messages", n);
+		goto end;
+	}
+	if (aws_call(c->hc, c->conf, AWS_SQS, "DeleteMessageBatch", body, len,
+	    CONSUMER_WRITE_TIMEOUT, consumer_deleted, b) == -1) {
+		log_warnx("DeleteMessageBatch of %d messages not started; "
+		    "they will be delivered again", n);
+		free(body);
+		goto end;
+	}
+	free(body);
+	return;
+
+end:
+	c->batch = NULL;
+	consumer_batch_free(b);
+	consumer_next(c);
+}
+
+static void
+consumer_put_done(const struct aws_result *res, void *arg)
+{
+	struct consumer_job	*job = arg;
+	struct consumer_batch	*b = job->batch;
+	struct sqs_message	*m = &b->msgs[job->index];
+
+	if (res->ok) {
+		job->done = 1;
+		log_debug("order %s fulfilled", job->order_id);
+	} else if (res->error_type != NULL &&
+	    strcmp(res->error_type, "ConditionalCheckFailedException") == 0) {
+		/* An earlier delivery wrote it. */
+		job->done = 1;
+		log_info("order %s already fulfilled (duplicate delivery)",
+		    job->order_id);
+	} else {
+		log_warnx("order %s (message %s): PutItem failed, message "
+		    "left for a later attempt: %s%s%s%s", job->order_id,
+		    m->message_id != NULL ? m->message_id : "?",
+		    res->status == 0 ? "transport: " : "",
+		    res->error_type != NULL ? res->error_type : "",
+		    res->error_type != NULL ? ": " : "",
+		    res->error_message != NULL ? res->error_message : "?");
+	}
+	if (--b->pending == 0)
+		consumer_delete(b);
+}
+
+/* Map and write every message of a batch concurrently. */
+static void
+consumer_process(struct consumer *c, struct sqs_message *msgs, int n)
+{
+	struct consumer_batch	*b;
+	struct consumer_job	*job;
+	struct fulfillment	 f;
+	struct timespec		 ts;
+	char			 err[256], now[32], *body;
+	size_t			 len;
+	int			 i;
+
+	if ((b = calloc(1, sizeof *b)) == NULL ||
+	    (b->jobs = calloc(n, sizeof *b->jobs)) == NULL) {
+		log_warn("consumer_process");
+		free(b);
+		sqs_messages_free(msgs, n);
+		consumer_receive_failed(c, "out of memory");
+		return;
+	}
+	b->c = c;
+	b->msgs = msgs;
+	b->n = n;
+	c->batch = b;
+
+	for (i = 0; i < n; i++) {
+		job = &b->jobs[i];
+		job->batch = b;
+		job->index = i;
+		if (ddb_fulfillment_parse(msgs[i].body, msgs[i].body_len, &f,
+		    err, sizeof err) == -1) {
+			log_error("message %s (received %ld times) cannot be "
+			    "mapped to a fulfillment, left for the dead-letter "
+			    "queue: %s", msgs[i].message_id != NULL ?
+			    msgs[i].message_id : "?", msgs[i].receive_count,
+			    err);
+			continue;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ddb_timestamp(now, sizeof now,
+		    (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+		body = ddb_fulfillment_put_body(c->conf->dynamodb_table, &f,
+		    now, &len);
+		job->order_id = f.order_id;	/* keep for the log */
+		f.order_id = NULL;
+		ddb_fulfillment_clear(&f);
+		if (body == NULL) {
+			log_warnx("order %s: cannot build PutItem",
+			    job->order_id);
+			continue;
+		}
+		if (aws_call(c->hc, c->conf, AWS_DYNAMODB, "PutItem", body, len,
+		    CONSUMER_WRITE_TIMEOUT, consumer_put_done, job) == -1)
+			log_warnx("order %s: PutItem not started, message left "
+			    "for a later attempt", job->order_id);
+		else
+			b->pending++;
+		free(body);
+	}
+	if (b->pending == 0)
+		consumer_delete(b);
+}
+
+static void
+consumer_received(const struct aws_result *res, void *arg)
+{
+	struct consumer		*c = arg;
+	struct sqs_message	*msgs;
+	struct timeval		 tv;
+	char			 why[sizeof c->last_error];
+	int			 n;
+
+	c->receiving = 0;
+	if (!res->ok) {
+		snprintf(why, sizeof why, "%s%s%s%s",
+		    res->status == 0 ? "transport: " : "",
+		    res->error_type != NULL ? res->error_type : "",
+		    res->error_type != NULL ? ": " : "",
+		    res->error_message != NULL ? res->error_message : "?");
+		consumer_receive_failed(c, why);
+		return;
+	}
+	if (sqs_receive_parse(res->json, &msgs, &n) == -1) {
+		consumer_receive_failed(c, "malformed ReceiveMessage reply");
+		return;
+	}
+	if (c->fails > 0)
+		log_info("ReceiveMessage works again after %d failures",
+		    c->fails);
+	c->fails = 0;
+	c->last_error[0] = '\0';
+	if (n == 0) {
+		/* Without a long poll an empty queue answers at once. */
+		if (c->conf->consumer.wait_time <= 0 && !c->stopping) {
+			tv.tv_sec = CONSUMER_SHORT_POLL / 1000;
+			tv.tv_usec = (CONSUMER_SHORT_POLL % 1000) * 1000;
+			evtimer_add(c->retry, &tv);
+		} else
+			consumer_next(c);
+		return;
+	}
+	log_debug("received %d messages", n);
+	consumer_process(c, msgs, n);
+}
+
+static void
+consumer_receive(struct consumer *c)
+{
+	char	*body;
+	size_t	 len;
+	long	 timeout;
+
+	body = sqs_receive_body(c->conf->sqs_queue_url,
+	    c->conf->consumer.wait_time, c->conf->consumer.max_messages, &len);
+	if (body == NULL) {
+		consumer_receive_failed(c, "cannot build ReceiveMessage");
+		return;
+	}
+	timeout = c->conf->consumer.wait_time * 1000L + CONSUMER_POLL_MARGIN;
+	if (aws_call(c->hc, c->conf, AWS_SQS, "ReceiveMessage", body, len,
+	    timeout, consumer_received, c) == -1) {
+		free(body);
+		consumer_receive_failed(c, "request not started");
+		return;
+	}
+	free(body);
+	c->receiving = 1;
+}
+
+/* Between batches: receive again, or end the loop when stopping. */
+static void
+consumer_next(struct consumer *c)
+{
+	if (c->stopping) {
+		event_base_loopbreak(c->base);
+		return;
+	}
+	consumer_receive(c);
+}
+
+static void
+consumer_on_stop(void *arg)
+{
+	struct consumer	*c = arg;
+
+	c->stopping = 1;
+	if (c->batch != NULL) {
+		log_info("stopping after the %d messages in hand", c->batch->n);
+		return;
+	}
+	/*
+	 * Only a long poll or a backoff wait: end now.  An abandoned poll
+	 * may still take a message, which SQS shows again after the
+	 * visibility timeout.
+	 */
+	evtimer_del(c->retry);
+	event_base_loopbreak(c->base);
+}
+
+int
+consumer_main(struct conf *conf, int index)
+{
+	struct consumer	c;
+	int		status = 1;
+
+	log_init("consumer", index);
+	proc_set_title("outboxd: consumer %d", index);
+	srandom((unsigned int)getpid() ^ (unsigned int)time(NULL));
+
+	memset(&c, 0, sizeof c);
+	c.conf = conf;
+	if (conf->sqs_queue_url == NULL || conf->dynamodb_table == NULL) {
+		log_error("consumer needs sqs queue_url and dynamodb table");
+		return (OUTBOXD_EX_CONFIG);
+	}
+	/* Never the parent's loop or connections: our own after fork. */
+	if ((c.base = event_base_new()) == NULL) {
+		log_error("consumer: cannot create event base");
+		return (1);
+	}
+	if ((c.hc = httpc_new(c.base)) == NULL ||
+	    (c.retry = evtimer_new(c.base, consumer_retry_cb, &c)) == NULL ||
+	    proc_worker_signals(c.base, consumer_on_stop, &c) == -1) {
+		log_error("consumer: cannot set up the event loop");
+		goto out;
+	}
+	log_info("consuming %s into table %s (wait %d s, up to %d messages)",
+	    conf->sqs_queue_url, conf->dynamodb_table,
+	    conf->consumer.wait_time, conf->consumer.max_messages);
+
+	consumer_receive(&c);
+	if (event_base_dispatch(c.base) == -1) {
+		log_error("consumer: event loop failed");
+		goto out;
+	}
+	log_info("consumer stopped");
+	status = 0;
+
+out:
+	/* Aborts an abandoned long poll; no callback runs. */
+	httpc_free(c.hc);
+	if (c.batch != NULL)
+		consumer_batch_free(c.batch);
+	if (c.retry != NULL)
+		event_free(c.retry);
+	event_base_free(c.base);
+	return (status);
+}

@@ -220,7 +220,7 @@ struct sqs_message {
 	char		*body;
 	size_t		 body_len;	/* bytes */
 	char		*event_type;	/* EventType attribute or NULL */
-	long		 receive_count;	/* ApproximateReceiveCount, 0 if absent */
+	long		 receive_count;	/* ApproximateReceiveCount or 0 */
 };
 
 /* 1 if the queue URL names a FIFO queue (ends in ".fifo"), else 0. */
@@ -327,6 +327,41 @@ typedef void	 sink_done_cb(struct outbox_msg *msgs, int n, void *arg);
 int		 sink_sqs_publish(struct httpc *, const struct conf *,
 		    struct outbox_msg *msgs, int n, sink_done_cb *done,
 		    void *arg);
+
+/* ---- order.c: POST /orders validation and JSON mapping (no I/O) ------- */
+
+#define ORDER_CUSTOMER_ID_MAX	256	/* bytes of UTF-8 */
+#define ORDER_AMOUNT_MAX	INT64_C(9007199254740991)	/* 2^53 - 1 */
+#define ORDER_UUID_LEN		36	/* canonical 8-4-4-4-12 */
+#define ORDER_JSON_MAX		2048	/* order_json() of any API row */
+
+/* A valid POST /orders body. */
+struct order_input {
+	char		 customer_id[ORDER_CUSTOMER_ID_MAX + 1]; /* NUL-ended */
+	size_t		 customer_id_len;
+	int64_t		 amount_cents;
+};
+
+/* Why a body was refused: a stable machine code ("amount_cents_negative")
+ * and a message for people; both static. */
+struct order_error {
+	const char	*code;
+	const char	*message;
+};
+
+/* Validate a body (len bytes, need not be NUL-terminated) into *out;
+ * -1 with *err set when it is not acceptable. */
+int		 order_parse(const char *body, size_t len,
+		    struct order_input *out, struct order_error *err);
+/* 1 if the len bytes at s are a canonical UUID, else 0. */
+int		 order_uuid_valid(const char *s, size_t len);
+/* {"error": code, "message": message}; caller frees; NULL if no memory. */
+char		*order_error_json(const char *code, const char *message);
+/* {"id","customer_id","amount_cents","created_at"} from an orders row's
+ * text columns into buf; returns the length or -1. */
+int		 order_json(char *buf, size_t size, const char *id,
+		    const char *customer_id, const char *amount_cents,
+		    const char *created_at);
 
 /* ---- worker entry points (one file each); return the exit status ------ */
 

@@ -1,2 +1,120 @@
-/* sink_sqs.c - stub, to be written */
+/*
+ * sink_sqs.c - publish outbox messages to an SQS queue with one
+ * SendMessageBatch per call (AWS SQS API: SendMessageBatch).
+ *
+ * SQS answers 200 even when some entries failed, so every entry of the
+ * reply is read.  A failure of the whole request (transport, 5xx,
+ * throttling, and 4xx such as QueueDoesNotExist) retries every message:
+ * a wrong queue URL or missing permission is a configuration problem that
+ * an operator fixes, and must not dead-letter good messages.  Only an
+ * entry SQS itself calls a sender fault is rejected.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
 #include "outboxd.h"
+
+#define SQS_MAX_BATCH		10	/* entries per SendMessageBatch */
+#define SINK_DEFAULT_TIMEOUT	10000L	/* ms, if the relay gives none */
+
+struct sink_call {
+	struct outbox_msg	*msgs;
+	int			 n;
+	sink_done_cb		*done;
+	void			*arg;
+};
+
+static void
+sink_sqs_reply(const struct aws_result *res, void *arg)
+{
+	struct sink_call	*call = arg;
+	char			*why;
+	int			 i, sent;
+
+	if (!res->ok) {
+		if (res->status == 0) {
+			if (asprintf(&why, "SQS transport error: %s",
+			    res->error_message != NULL ? res->error_message :
+			    "unknown") == -1)
+				why = NULL;
+		} else if (asprintf(&why, "SQS HTTP %ld %s: %s", res->status,
+		    res->error_type != NULL ? res->error_type : "error",
+		    res->error_message != NULL ? res->error_message : "-") ==
+		    -1)
+			why = NULL;
+		log_warnx("SendMessageBatch of %d messages failed, will "
+		    "retry: %s", call->n, why != NULL ? why : "?");
+		for (i = 0; i < call->n; i++) {
+			call->msgs[i].outcome = SINK_RETRY;
+			call->msgs[i].error = why != NULL ? strdup(why) : NULL;
+		}
+		free(why);
+	} else {
+		sent = sqs_send_batch_parse(res->json, call->msgs, call->n);
+		if (sent != call->n) {
+			for (i = 0; i < call->n; i++) {
+				if (call->msgs[i].outcome == SINK_SENT)
+					continue;
+				log_warnx("SQS entry %lld %s: %s",
+				    (long long)call->msgs[i].id,
+				    call->msgs[i].outcome == SINK_REJECTED ?
+				    "rejected" : "not accepted, will retry",
+				    call->msgs[i].error != NULL ?
+				    call->msgs[i].error : "?");
+			}
+		}
+		log_debug("SendMessageBatch: %d of %d sent", sent, call->n);
+	}
+	call->done(call->msgs, call->n, call->arg);
+	free(call);
+}
+
+int
+sink_sqs_publish(struct httpc *hc, const struct conf *conf,
+    struct outbox_msg *msgs, int n, sink_done_cb *done, void *arg)
+{
+	struct sink_call	*call;
+	char			*body;
+	size_t			 len;
+	long			 timeout;
+
+	if (n < 1 || n > SQS_MAX_BATCH) {
+		log_warnx("sink_sqs_publish: %d messages (1..%d)", n,
+		    SQS_MAX_BATCH);
+		return (-1);
+	}
+	if (conf->sqs_queue_url == NULL) {
+		log_warnx("sink_sqs_publish: no sqs queue_url configured");
+		return (-1);
+	}
+	if ((body = sqs_send_batch_body(conf->sqs_queue_url, msgs, n, &len)) ==
+	    NULL) {
+		log_warnx("sink_sqs_publish: cannot build the request "
+		    "(%d messages)", n);
+		return (-1);
+	}
+	if ((call = calloc(1, sizeof *call)) == NULL) {
+		log_warn("sink_sqs_publish");
+		free(body);
+		return (-1);
+	}
+	call->msgs = msgs;
+	call->n = n;
+	call->done = done;
+	call->arg = arg;
+	timeout = conf->relay.timeout > 0 ? conf->relay.timeout :
+	    SINK_DEFAULT_TIMEOUT;
+	if (aws_call(hc, conf, AWS_SQS, "SendMessageBatch", body, len, timeout,
+	    sink_sqs_reply, call) == -1) {
+		free(body);
+		free(call);
+		return (-1);
+	}
+	free(body);		/* httpc keeps its own copy */
+	return (0);
+}
