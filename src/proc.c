@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -72,9 +71,8 @@ proc_set_title(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	/* comm is 15 bytes; keep the role, which is the useful part. */
-	(void)prctl(PR_SET_NAME, strncmp(buf, "outboxd: ", 9) == 0 ?
-	    buf + 9 : buf, 0, 0, 0);
+	/* comm stays "outboxd" so pidof, pkill and ps -C find every
+	 * process; the role goes into the argv area that ps shows. */
 	if (proc_title_base == NULL || proc_title_len < 2)
 		return;
 	memset(proc_title_base, 0, proc_title_len);

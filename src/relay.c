@@ -183,7 +183,8 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 			    "last_error = $3 WHERE id = $1 AND claim = $2", 3,
 			    p, PGRES_COMMAND_OK);
 		} else {
-			log_warnx("outbox id=%s publish failed, will retry: "
+			/* The sink has logged why, once per request. */
+			log_debug("outbox id=%s publish failed, will retry: "
 			    "%s", id, err);
 			p[3] = delay;
 			res = relay_exec(r, "UPDATE outbox SET claim = NULL, "
