@@ -21,6 +21,7 @@ static char	 log_role[32] = "outboxd";
 static int	 log_level = LOG_LEVEL_INFO;
 static int	 log_fd = STDERR_FILENO;
 static char	*log_path;		/* NULL = stderr */
+static unsigned	 saved_write_errors;
 
 static const char *const log_names[] = { "debug", "info", "warn", "error" };
 
@@ -132,7 +133,8 @@ log_vwrite(int level, int with_errno, const char *fmt, va_list ap)
 	off = log_quote(line, off, sizeof(line) - 1, msg);
 	line[off++] = '\n';
 	/* One write(2) per line keeps lines from several processes whole. */
-	(void)write(log_fd, line, off);
+	if (write(log_fd, line, off) == -1)
+		saved_write_errors++;	/* nowhere left to report it */
 	errno = saved;
 }
 

@@ -406,6 +406,15 @@ master_reload(struct master *m)
 	if (strcmp(nc->http.listen, m->conf->http.listen) != 0)
 		log_warnx("http.listen changed to %s: needs a restart, still "
 		    "listening on %s", nc->http.listen, m->conf->http.listen);
+	if (m->listen_fd == -1 && nc->http.workers > 0) {
+		log_warnx("http.workers > 0 but no socket was bound at start "
+		    "(http.workers was 0): needs a restart, not applied");
+		nc->http.workers = 0;
+	}
+	if ((nc->pidfile == NULL) != (m->conf->pidfile == NULL) ||
+	    (nc->pidfile != NULL && strcmp(nc->pidfile,
+	    m->conf->pidfile) != 0))
+		log_warnx("pidfile changed: needs a restart, not applied");
 	if ((nc->user == NULL) != (m->conf->user == NULL) ||
 	    (nc->user != NULL && strcmp(nc->user, m->conf->user) != 0))
 		log_warnx("user changed: needs a restart, not applied");
