@@ -33,7 +33,8 @@
 #define MASTER_BACKOFF_MAX	30000		/* ms */
 #define MASTER_STABLE_AFTER	10000		/* ms up = healthy again */
 #define MASTER_CRASH_WINDOW	60000		/* ms */
-#define MASTER_CRASH_LIMIT	10		/* crashes per window */
+#define MASTER_CRASH_LIMIT	30		/* crashes per window, all slots */
+#define MASTER_SLOT_FAILURES	8		/* crashes in a row, one slot */
 #define MASTER_MAX_SLOTS	512
 
 enum role { ROLE_HTTP, ROLE_RELAY, ROLE_CONSUMER };
@@ -47,6 +48,7 @@ struct slot {
 	int		 retiring;	/* old generation: never respawn */
 	int		 disabled;	/* exited with EX_CONFIG */
 	long		 delay;		/* next respawn delay, ms */
+	int		 failures;	/* crashes since it last stayed up */
 	long long	 started;	/* ms, monotonic */
 	struct event	*respawn;	/* pending respawn timer */
 };
@@ -289,11 +291,24 @@ master_reaped(struct master *m, pid_t pid, int status)
 	}
 	log_warnx("%s %d pid=%ld %s", role_names[s->role], s->index,
 	    (long)pid, how);
-	if (master_now() - s->started >= MASTER_STABLE_AFTER)
+	if (master_now() - s->started >= MASTER_STABLE_AFTER) {
 		s->delay = MASTER_BACKOFF_MIN;
-	if (crash && master_count_crash(m)) {
+		s->failures = 0;
+	}
+	/* The backoff spreads one slot's crashes out, so a window count
+	 * alone would never trip for a worker that can never start: count
+	 * its failures in a row too. */
+	if (crash && ++s->failures >= MASTER_SLOT_FAILURES) {
+		log_error("%s %d crashed %d times in a row without staying up "
+		    "%d s: giving up", role_names[s->role], s->index,
+		    s->failures, MASTER_STABLE_AFTER / 1000);
+		crash = -1;
+	} else if (crash && master_count_crash(m)) {
 		log_error("%d worker crashes within %d s: giving up",
 		    MASTER_CRASH_LIMIT + 1, MASTER_CRASH_WINDOW / 1000);
+		crash = -1;
+	}
+	if (crash == -1) {
 		m->exit_status = 1;
 		m->stopping = 2;
 		for (i = 0; i < m->nslots; i++)
