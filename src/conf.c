@@ -253,40 +253,96 @@ conf_set_validators(cfg_t *cfg)
 }
 
 /*
- * libconfuse reports an unterminated string at the end of the file; find
- * the line where it opened so the operator is sent to the right place.
- * Returns 0 if the file has no unterminated string.
+ * Read the file and blank out its comments ("#" and "//" to the end of
+ * the line, and C-style blocks), keeping every newline.  libconfuse 3.3
+ * counts each comment line more than once, so error line numbers in a
+ * commented file pointed past the fault; with the comments gone its
+ * count is right.  Returns a NUL-terminated malloc'd buffer, or NULL with
+ * errno set.
  */
-static int
-conf_find_open_quote(const char *path)
+static char *
+conf_read_clean(const char *path)
 {
 	FILE	*fp;
-	int	 c, line = 1, open_line = 0, in_str = 0, in_comment = 0;
+	char	*buf = NULL, *p;
+	size_t	 len = 0, cap = 0;
+	int	 c, quote = 0;
 
 	if ((fp = fopen(path, "r")) == NULL)
-		return 0;
+		return NULL;
 	while ((c = getc(fp)) != EOF) {
-		if (c == '\n') {
+		if (len + 2 > cap) {
+			cap = cap ? cap * 2 : 4096;
+			if ((p = realloc(buf, cap)) == NULL) {
+				free(buf);
+				fclose(fp);
+				return NULL;
+			}
+			buf = p;
+		}
+		buf[len++] = c;
+	}
+	fclose(fp);
+	if (buf == NULL && (buf = malloc(1)) == NULL)
+		return NULL;
+	buf[len] = '\0';
+
+	for (p = buf; *p != '\0'; p++) {
+		if (quote) {
+			if (*p == '\\' && p[1] != '\0')
+				p++;
+			else if (*p == quote)
+				quote = 0;
+		} else if (*p == '"' || *p == '\'') {
+			quote = *p;
+		} else if (*p == '#' || (*p == '/' && p[1] == '/')) {
+			for (; *p != '\0' && *p != '\n'; p++)
+				*p = ' ';
+			if (*p == '\0')
+				break;
+		} else if (*p == '/' && p[1] == '*') {
+			for (; *p != '\0' && !(*p == '*' && p[1] == '/'); p++)
+				if (*p != '\n')
+					*p = ' ';
+			if (*p == '\0')
+				break;
+			p[0] = p[1] = ' ';
+			p++;
+		}
+	}
+	return buf;
+}
+
+/*
+ * libconfuse reports an unterminated string at the end of the file, and a
+ * later quote closes it, so the fault is far from where it is reported.
+ * Strings rarely span lines in this file: return the line where the first
+ * one that does opens, or 0 if none does.
+ */
+static int
+conf_find_open_quote(const char *buf)
+{
+	const char	*p;
+	int		 line = 1, open_line = 0, quote = 0;
+
+	for (p = buf; *p != '\0'; p++) {
+		if (*p == '\n') {
+			if (quote)
+				return open_line;
 			line++;
-			in_comment = 0;
 			continue;
 		}
-		if (in_comment)
-			continue;
-		if (in_str) {
-			if (c == '\\')
-				(void)getc(fp);
-			else if (c == '"')
-				in_str = 0;
-		} else if (c == '#') {
-			in_comment = 1;
-		} else if (c == '"') {
-			in_str = 1;
+		if (quote) {
+			if (*p == '\\' && p[1] != '\0' && p[1] != '\n')
+				p++;
+			else if (*p == quote)
+				quote = 0;
+		} else if (*p == '"' || *p == '\'') {
+			quote = *p;
 			open_line = line;
 		}
 	}
-	fclose(fp);
-	return in_str ? open_line : 0;
+	return quote ? open_line : 0;
 }
 
 static char *
@@ -436,6 +492,7 @@ conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 {
 	struct conf	*c;
 	cfg_t		*cfg;
+	char		*buf;
 	int		 rv, line;
 
 	*out = NULL;
@@ -448,24 +505,26 @@ conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 	conf_errbuf[0] = '\0';
 	conf_errpath = path;
 
-	rv = cfg_parse(cfg, path);
-	if (rv == CFG_FILE_ERROR) {
+	if ((buf = conf_read_clean(path)) == NULL) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		cfg_free(cfg);
 		return -1;
 	}
+	rv = cfg_parse_buf(cfg, buf);
 	if (rv != CFG_SUCCESS) {
-		if ((line = conf_find_open_quote(path)) > 0)
+		if ((line = conf_find_open_quote(buf)) > 0)
 			snprintf(err, errlen, "%s:%d: unterminated string "
-			    "(a '\"' opened on this line is never closed)",
-			    path, line);
+			    "(a quote opened on this line is not closed on "
+			    "it)", path, line);
 		else if (conf_errbuf[0] != '\0')
 			snprintf(err, errlen, "%s", conf_errbuf);
 		else
 			snprintf(err, errlen, "%s: parse error", path);
+		free(buf);
 		cfg_free(cfg);
 		return -1;
 	}
+	free(buf);
 
 	if ((c = calloc(1, sizeof(*c))) == NULL ||
 	    (c->path = strdup(path)) == NULL) {

@@ -186,6 +186,18 @@ test_bad_files(void **state)
 	    "relay { workers = 65 }\n", 3, "out of range");
 	expect_error("# c\ndatabase = \"unterminated\nhttp { workers = 1 }\n",
 	    2, "unterminated string");
+	/* comments do not shift line numbers (libconfuse 3.3 alone
+	 * counts each comment line more than once) */
+	expect_error("# one\n# two\n// three\n/* four\nfive */\n"
+	    "database = \"x\" # tail\nbogus = 1\n", 7, "bogus");
+	/* an unterminated string is reported where it opens, even when
+	 * later quotes pair up after it */
+	expect_error("# c\n# c\ndatabase = \"x\nhttp {\n listen = \"a:1\"\n"
+	    " workers = 2\n}\nsqs { queue_url = \"http://q\" }\n", 3,
+	    "unterminated string");
+	/* '#' inside a string is not a comment */
+	expect_error("database = \"a#b\"\nhttp { workers = -1 }\n", 2,
+	    "out of range");
 	expect_error("database = \"x\"\nhttp { listen = \"nohostport\" }\n", 2,
 	    "host:port");
 	expect_error("database = \"x\"\nhttp { listen = \"h:99999\" }\n", 2,
