@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# e2e-200.sh -- the whole chain under a little load: 200 orders through
+# POST /orders, 8 at a time, end up as exactly 200 orders rows, 200 outbox
+# rows all 'sent', and exactly 200 DynamoDB fulfillment items that agree
+# with the orders table; the queue ends empty; SIGTERM stops everything.
+. "$(dirname "$0")/../lib/common.sh"
+test_init
+need_binaries
+stack_up
+outboxd_start
+
+N=${E2E_ORDERS:-200}
+mkdir -p "$T_DIR/orders"
+
+post_one() {
+	local i=$1
+	curl -sS -o "$T_DIR/orders/$i.json" -w '%{http_code}\n' --max-time 30 \
+		-H 'Content-Type: application/json' \
+		--data-binary "{\"customerId\":\"cust-$i\",\"amountCents\":$((1000 + i))}" \
+		"$OUTBOXD_URL/orders" >"$T_DIR/orders/$i.code" 2>"$T_DIR/orders/$i.err" ||
+		echo 000 >"$T_DIR/orders/$i.code"
+}
+export -f post_one
+export T_DIR OUTBOXD_URL
+
+t0=$(now_ms)
+seq 1 "$N" | xargs -P 8 -n 1 bash -c 'post_one "$1"' _
+t_posted=$(now_ms)
+say "$N POSTs done in $((t_posted - t0)) ms"
+
+# first the clock: wait for the last fulfillment before any slow checking
+items_done() { [ "$(ddb_count "$DDB_ENDPOINT" "$DDB_TABLE")" -ge "$N" ]; }
+wait_until 90 "$N fulfillment items" items_done || true
+t_last=$(now_ms)
+say "first POST -> last fulfillment seen: $((t_last - t0)) ms for $N orders (poll step 200 ms)"
+say "outbox created_at -> sent_at: $(sql "SELECT 'min ' || round(1000 * extract(epoch FROM min(sent_at - created_at))) || ' ms, avg ' || round(1000 * extract(epoch FROM avg(sent_at - created_at))) || ' ms, max ' || round(1000 * extract(epoch FROM max(sent_at - created_at))) || ' ms' FROM outbox")"
+echo "TIMING e2e-200 first_post_to_last_fulfillment_ms=$((t_last - t0)) orders=$N"
+
+n201=$(cat "$T_DIR"/orders/*.code | grep -c '^201$' || true)
+check_eq "POST /orders answered 201 for every order" "$N" "$n201"
+if [ "$n201" != "$N" ]; then
+	say "other answers: $(cat "$T_DIR"/orders/*.code | sort | uniq -c | tr '\n' ' ')"
+fi
+
+# every 201 body describes the order that was posted (cust-I, 1000 + I)
+bad=$(cd "$T_DIR/orders" && jq -n '[inputs | (input_filename | rtrimstr(".json") | tonumber) as $i
+	| select((type == "object"
+		and (.id | type == "string")
+		and (.id | test("^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"))
+		and .customer_id == "cust-\($i)" and .amount_cents == 1000 + $i
+		and (.created_at | type == "string")) | not)] | length' $(seq -f '%g.json' 1 "$N") 2>/dev/null) ||
+	bad="some body is not JSON"
+check_eq "201 bodies carry id (UUID), customer_id, amount_cents, created_at as posted (mismatches)" 0 "$bad"
+jq -r .id "$T_DIR"/orders/*.json 2>/dev/null | LC_ALL=C sort -u >"$T_DIR/ids.api"
+check_eq "distinct order ids returned" "$N" "$(wc -l <"$T_DIR/ids.api")"
+
+check_eq "orders rows" "$N" "$(sql 'SELECT count(*) FROM orders')"
+check_eq "outbox rows" "$N" "$(sql 'SELECT count(*) FROM outbox')"
+check_eq "outbox rows of type order.created" "$N" "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'order.created'")"
+sql 'SELECT id FROM orders ORDER BY 1' >"$T_DIR/ids.db"
+check "order ids in the table are those the API returned" cmp -s "$T_DIR/ids.api" "$T_DIR/ids.db"
+check_eq "outbox rows with status 'sent'" "$N" "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")"
+check_eq "outbox rows 'sent' without sent_at" 0 "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent' AND sent_at IS NULL")"
+ddb_scan_all "$DDB_ENDPOINT" "$DDB_TABLE" >"$T_DIR/items.json"
+check_eq "fulfillment items" "$N" "$(jq length "$T_DIR/items.json")"
+
+# every item matches its order: same id, customerId, amountCents
+sql "SELECT id || E'\t' || customer_id || E'\t' || amount_cents FROM orders ORDER BY 1" >"$T_DIR/orders.tsv"
+jq -r '.[] | [.orderId.S, .customerId.S, .amountCents.N] | @tsv' "$T_DIR/items.json" | LC_ALL=C sort >"$T_DIR/items.tsv"
+if cmp -s "$T_DIR/orders.tsv" "$T_DIR/items.tsv"; then
+	pass "every item's orderId, customerId, amountCents match the orders table"
+else
+	fail "items differ from the orders table: $(diff "$T_DIR/orders.tsv" "$T_DIR/items.tsv" | head -5 | tr '\n' '|')"
+fi
+check_eq "items with status \"received\"" "$N" "$(jq '[.[] | select(.status.S == "received")] | length' "$T_DIR/items.json")"
+check_eq "items with a createdAt string" "$N" "$(jq '[.[] | select(.createdAt.S | type == "string")] | length' "$T_DIR/items.json")"
+check_eq "items with amountCents stored as a number (N)" "$N" "$(jq '[.[] | select(.amountCents.N != null)] | length' "$T_DIR/items.json")"
+
+queue_empty() {
+	[ "$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)" = 0 ] &&
+	[ "$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessagesNotVisible)" = 0 ]
+}
+wait_until 20 "consumers to delete every message" queue_empty || true
+check_eq "queue drained (visible + in flight)" "0+0" \
+	"$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)+$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessagesNotVisible)"
+check_eq "dead-letter queue empty" 0 "$(sqs_attr "$SQS_ENDPOINT" "$DLQ_URL" ApproximateNumberOfMessages)"
+
+# graceful stop: SIGTERM to the master; it and every child are gone in time
+pid=$(proc_pid "$OUTBOXD_PIDFILE")
+kill -TERM "$pid"
+t_term=$(now_ms)
+gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
+if wait_until 15 "outboxd to exit after SIGTERM" gone; then
+	pass "outboxd master exited $(($(now_ms) - t_term)) ms after SIGTERM"
+else
+	fail "outboxd master still running 15 s after SIGTERM"
+fi
+rc=0
+wait "$pid" 2>/dev/null || rc=$?
+check_eq "outboxd exit status after SIGTERM" 0 "$rc"
+sleep 0.3
+left=$(outboxd_group_pids "$pid" | tr '\n' ' ')
+check_eq "no outboxd worker left after the master exited" "" "${left% }"
+check "log lines name role and pid" grep -Eq '(master|relay|consumer|http).*[0-9]+' "$OUTBOXD_LOG"

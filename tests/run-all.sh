@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# tests/run-all.sh -- THE test command: installs what is missing (Debian 12,
+# as root), installs the pinned emulators (npm ci), builds outboxd with
+# --enable-werror, runs the unit tests (make check) and every
+# tests/integration/*.sh scenario, checks that nothing is left running, and
+# ends with the line "N passed, N failed".  Exit status 0 only when nothing
+# failed.
+#
+#   tests/run-all.sh [--no-install] [--no-build] [SCENARIO...]
+#     --no-install  do not run the installer or npm ci
+#     --no-build    do not build, do not run make check (use ./outboxd as is)
+#     SCENARIO      run only these integration scenarios (e.g. e2e-200)
+# Environment: SCENARIO_TIMEOUT (s, default 300), OUTBOXD_TEST_KEEP=1 (keep
+# every scenario's scratch directory).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+. "$ROOT/tests/lib/deps.sh"
+
+INSTALL=1
+BUILD=1
+ONLY=()
+for a in "$@"; do
+	case $a in
+	--no-install)	INSTALL=0 ;;
+	--no-build)	BUILD=0 ;;
+	-h | --help)	sed -n '2,14p' "$0"; exit 0 ;;
+	-*)		echo "run-all: unknown option $a" >&2; exit 2 ;;
+	*)		ONLY+=("${a%.sh}") ;;
+	esac
+done
+
+PASS=0
+FAIL=0
+FAILED=()
+T0=$(date +%s)
+TAG=run-all-$$-$T0
+LOGDIR=$(mktemp -d /tmp/outboxd-run-all.XXXXXX)
+chmod 0755 "$LOGDIR"
+
+banner() { printf '\n==== %s ====\n' "$*"; }
+ok() { PASS=$((PASS + 1)); echo "PASS $*"; }
+ko() { FAIL=$((FAIL + 1)); FAILED+=("$*"); echo "FAIL $*"; }
+
+# step NAME CMD... -- one counted step; output to $LOGDIR/NAME.log, shown
+# (the tail) when it fails
+step() {
+	local name=$1 log=$LOGDIR/$1.log
+	shift
+	if "$@" >"$log" 2>&1; then
+		ok "$name"
+		return 0
+	fi
+	ko "$name (log: $log)"
+	tail -n 40 "$log"
+	return 1
+}
+
+build() {
+	autoreconf -fi && ./configure --enable-werror && make -j"$(nproc)"
+}
+
+leftovers() {
+	local p pid
+	for p in /proc/[0-9]*; do
+		pid=${p#/proc/}
+		{ tr "\0" "\n" <"$p/environ"; } 2>/dev/null | grep -qxF "OUTBOXD_TEST_TAG=$TAG" && echo "$pid"
+	done
+	return 0
+}
+
+if [ $INSTALL = 1 ]; then
+	banner "dependencies"
+	step install ensure_deps || true
+	step emulators emu_install || true
+fi
+
+BUILT=1
+if [ $BUILD = 1 ]; then
+	banner "build (--enable-werror)"
+	step build build || BUILT=0
+	banner "unit tests (make check)"
+	if [ $BUILT = 1 ]; then
+		log=$LOGDIR/make-check.log
+		make -j"$(nproc)" check >"$log" 2>&1
+		rc=$?
+		grep -E '^(PASS|FAIL|XPASS|XFAIL|ERROR|SKIP):' "$log" || true
+		np=$(sed -n 's/^# PASS: *//p' "$log" | tail -1)
+		nf=$(($(sed -n 's/^# FAIL: *//p' "$log" | tail -1) + 0))
+		ne=$(($(sed -n 's/^# ERROR: *//p' "$log" | tail -1) + 0))
+		nx=$(($(sed -n 's/^# XPASS: *//p' "$log" | tail -1) + 0))
+		ns=$(($(sed -n 's/^# SKIP: *//p' "$log" | tail -1) + 0))
+		PASS=$((PASS + ${np:-0}))
+		FAIL=$((FAIL + nf + ne + nx + ns))
+		[ $((nf + ne + nx + ns)) = 0 ] || FAILED+=("make check: $nf failed, $ne errors, $nx xpass, $ns skipped (nothing may be skipped)")
+		if [ $rc != 0 ] && [ $((nf + ne + nx)) = 0 ]; then
+			ko "make check exited $rc without a test result (log: $log)"
+			tail -n 40 "$log"
+		elif [ -z "$np" ]; then
+			ko "make check ran no unit test (log: $log)"
+		fi
+		[ $((nf + ne + nx)) = 0 ] || { tail -n 60 "$log"; cat tests/unit/*.log 2>/dev/null | tail -n 60; }
+	else
+		ko "make check not run: the build failed"
+	fi
+fi
+
+scenarios=()
+for f in tests/integration/*.sh; do
+	n=$(basename "$f" .sh)
+	if [ ${#ONLY[@]} -gt 0 ]; then
+		keep=0
+		for o in "${ONLY[@]}"; do [ "$o" = "$n" ] && keep=1; done
+		[ $keep = 1 ] || continue
+	fi
+	scenarios+=("$f")
+done
+for o in ${ONLY[@]+"${ONLY[@]}"}; do
+	[ -f "tests/integration/$o.sh" ] || ko "no scenario tests/integration/$o.sh"
+done
+
+for f in ${scenarios[@]+"${scenarios[@]}"}; do
+	n=$(basename "$f" .sh)
+	banner "scenario $n"
+	log=$LOGDIR/$n.log
+	s0=$(date +%s)
+	OUTBOXD_TEST_TAG=$TAG timeout -k 15 "${SCENARIO_TIMEOUT:-300}" bash "$f" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	line=$(grep -E '^SUMMARY [^ ]+ passed=[0-9]+ failed=[0-9]+$' "$log" | tail -1)
+	if [ -z "$line" ]; then
+		ko "$n: ended (exit $rc$([ $rc = 124 ] && echo ', timed out')) without a summary"
+		continue
+	fi
+	p=$(sed 's/.* passed=\([0-9]*\) .*/\1/' <<<"$line")
+	fl=$(sed 's/.* failed=\([0-9]*\)$/\1/' <<<"$line")
+	PASS=$((PASS + p))
+	FAIL=$((FAIL + fl))
+	[ "$fl" = 0 ] || FAILED+=("$n: $fl failed")
+	if [ "$fl" = 0 ] && [ "$rc" != 0 ]; then
+		ko "$n: exit status $rc despite no failed check"
+	fi
+	[ "$p" != 0 ] || [ "$fl" != 0 ] || ko "$n: ran no check"
+	echo "($n: $(($(date +%s) - s0)) s)"
+done
+
+banner "leftover processes"
+sleep 0.5
+left=$(leftovers)
+if [ -n "$left" ]; then
+	ko "processes left running by the scenarios: $(ps -o pid=,cmd= -p $(echo $left | tr ' ' ,) | tr '\n' ';')"
+	for pid in $left; do kill -TERM "$pid" 2>/dev/null || true; done
+	sleep 2
+	for pid in $left; do kill -KILL "$pid" 2>/dev/null || true; done
+else
+	ok "no process left running"
+fi
+
+banner "summary ($(($(date +%s) - T0)) s)"
+for f in ${FAILED[@]+"${FAILED[@]}"}; do echo "  failed: $f"; done
+if [ $FAIL = 0 ] && [ "${OUTBOXD_TEST_KEEP:-0}" != 1 ]; then
+	rm -rf "$LOGDIR"
+else
+	echo "logs: $LOGDIR"
+fi
+echo "$PASS passed, $FAIL failed"
+[ $FAIL = 0 ] && [ $PASS -gt 0 ]
