@@ -19,6 +19,8 @@ CREATE TABLE IF NOT EXISTS orders (
 --   available_at	not before this time: a claim's lease or a backoff
 --   claim		token of the relay holding the row; every state change
 --			checks it, so an expired claim cannot overwrite
+--   first_claimed_at	set when a relay first took the row: from then on it
+--			is its key's head and holds the key's later rows back
 CREATE TABLE IF NOT EXISTS outbox (
 	id		bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	event_type	text NOT NULL,
@@ -30,14 +32,22 @@ CREATE TABLE IF NOT EXISTS outbox (
 	created_at	timestamptz NOT NULL DEFAULT now(),
 	available_at	timestamptz NOT NULL DEFAULT now(),
 	claim		bigint,
+	first_claimed_at timestamptz,
 	sent_at		timestamptz,
 	last_error	text
 );
+
+-- Columns added after the first release (no-ops on a fresh database).
+ALTER TABLE outbox ADD COLUMN IF NOT EXISTS first_claimed_at timestamptz;
 
 -- The relay's claim scans pending rows in id order; a partial index keeps
 -- that scan small however many sent rows the table holds.
 CREATE INDEX IF NOT EXISTS outbox_pending_idx
 	ON outbox (id) WHERE status = 'pending';
+
+-- Per-key ordering looks up a row's unsent siblings.
+CREATE INDEX IF NOT EXISTS outbox_key_idx
+	ON outbox (ordering_key, id) WHERE status <> 'sent';
 
 -- A queue table: updated and deleted constantly, so vacuum it often.
 ALTER TABLE outbox SET (
@@ -61,5 +71,81 @@ $$;
 DROP TRIGGER IF EXISTS outbox_notify ON outbox;
 CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
 	FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
+
+-- Operator switches shared by every relay on every host.
+CREATE TABLE IF NOT EXISTS outbox_control (
+	id		integer PRIMARY KEY DEFAULT 1 CHECK (id = 1),
+	paused		boolean NOT NULL DEFAULT false,
+	paused_at	timestamptz
+);
+INSERT INTO outbox_control (id) VALUES (1) ON CONFLICT (id) DO NOTHING;
+
+-- outbox_claim(claim, lease_ms, limit): take up to limit rows, at most
+-- one per ordering key (the key's head), mark them with claim and hide
+-- them from other relays for lease_ms.  Called in its own transaction.
+--
+-- Order per key: a row is its key's head when no other unsent row of the
+-- key is in progress (claimed, backing off or failed) and, among rows not
+-- yet taken, it has the lowest id.  Rows are seen in the order they become
+-- visible, that is in commit order, so a transaction that commits late is
+-- published after the rows that committed before it (never skipped); rows
+-- that committed between two scans go in id order.
+--
+-- Two relays must not both take heads of one key: step 1 takes a
+-- transaction-level advisory lock on each candidate key, and step 2, a new
+-- statement with a new snapshot, re-checks the heads while the locks are
+-- held, so it sees every claim another relay committed on those keys.
+CREATE OR REPLACE FUNCTION outbox_claim(p_claim bigint, p_lease_ms bigint,
+    p_limit integer)
+RETURNS TABLE (id bigint, event_type text, ordering_key text, payload text,
+    attempts integer)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+	v_keys	text[];
+BEGIN
+	IF (SELECT c.paused FROM outbox_control c WHERE c.id = 1) THEN
+		RETURN;
+	END IF;
+
+	SELECT array_agg(h.ordering_key) INTO v_keys
+	FROM (SELECT o.ordering_key FROM outbox o
+	      WHERE o.status = 'pending' AND o.available_at <= now()
+		AND NOT EXISTS (SELECT 1 FROM outbox s
+			WHERE s.ordering_key = o.ordering_key AND s.id <> o.id
+			  AND s.status <> 'sent'
+			  AND (s.status = 'failed' OR s.first_claimed_at IS NOT NULL))
+		AND (o.first_claimed_at IS NOT NULL OR NOT EXISTS (
+			SELECT 1 FROM outbox s
+			WHERE s.ordering_key = o.ordering_key AND s.id < o.id
+			  AND s.status <> 'sent'))
+	      ORDER BY o.id LIMIT p_limit) h
+	WHERE pg_try_advisory_xact_lock(2026, hashtext(h.ordering_key));
+
+	IF v_keys IS NULL THEN
+		RETURN;
+	END IF;
+
+	RETURN QUERY
+	UPDATE outbox o
+	SET claim = p_claim,
+	    available_at = now() + p_lease_ms * interval '1 millisecond',
+	    first_claimed_at = coalesce(o.first_claimed_at, now())
+	WHERE o.id IN (
+		SELECT c.id FROM outbox c
+		WHERE c.ordering_key = ANY (v_keys)
+		  AND c.status = 'pending' AND c.available_at <= now()
+		  AND NOT EXISTS (SELECT 1 FROM outbox s
+			WHERE s.ordering_key = c.ordering_key AND s.id <> c.id
+			  AND s.status <> 'sent'
+			  AND (s.status = 'failed' OR s.first_claimed_at IS NOT NULL))
+		  AND (c.first_claimed_at IS NOT NULL OR NOT EXISTS (
+			SELECT 1 FROM outbox s
+			WHERE s.ordering_key = c.ordering_key AND s.id < c.id
+			  AND s.status <> 'sent'))
+		FOR UPDATE SKIP LOCKED)
+	RETURNING o.id, o.event_type, o.ordering_key, o.payload::text,
+	    o.attempts;
+END;
+$$;
 
 COMMIT;

@@ -84,6 +84,24 @@ CONF_RANGE(conf_v_timeout, 100, 600L * 1000)
 CONF_RANGE(conf_v_wait, 0, 20)
 CONF_RANGE(conf_v_maxmsg, 1, 10)
 CONF_RANGE(conf_v_shutdown, 0, 3600L * 1000)
+CONF_RANGE(conf_v_attempts, 1, 1000)
+CONF_RANGE(conf_v_backoff, 10, 24L * 3600 * 1000)
+CONF_RANGE(conf_v_msgsize, 1024, 1024L * 1024)
+CONF_RANGE(conf_v_retention, 0, 3650L * 24 * 3600)
+CONF_RANGE(conf_v_hooktimeout, 100, 600L * 1000)
+
+static int
+conf_v_sink(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char	*v = cfg_opt_getnstr(opt, 0);
+
+	if (v == NULL || (strcmp(v, "sqs") != 0 && strcmp(v, "http") != 0)) {
+		cfg_error(cfg, "relay.sink = \"%s\": expected \"sqs\" or "
+		    "\"http\"", v ? v : "");
+		return -1;
+	}
+	return 0;
+}
 
 static int
 conf_v_loglevel(cfg_t *cfg, cfg_opt_t *opt)
@@ -182,6 +200,19 @@ static cfg_opt_t relay_opts[] = {
 	CFG_INT("poll_interval", 1000, CFGF_NONE),
 	CFG_INT("lease", 30000, CFGF_NONE),
 	CFG_INT("timeout", 10000, CFGF_NONE),
+	CFG_STR("sink", "sqs", CFGF_NONE),
+	CFG_INT("max_attempts", 10, CFGF_NONE),
+	CFG_INT("backoff_base", 1000, CFGF_NONE),
+	CFG_INT("backoff_max", 300000, CFGF_NONE),
+	CFG_INT("max_message_size", 262144, CFGF_NONE),
+	CFG_INT("retention", 604800, CFGF_NONE),
+	CFG_END()
+};
+
+static cfg_opt_t webhook_opts[] = {
+	CFG_STR("url", NULL, CFGF_NONE),
+	CFG_STR("secret", NULL, CFGF_NONE),
+	CFG_INT("timeout", 10000, CFGF_NONE),
 	CFG_END()
 };
 
@@ -226,6 +257,7 @@ static cfg_opt_t top_opts[] = {
 	CFG_SEC("aws", aws_opts, CFGF_NONE),
 	CFG_SEC("sqs", sqs_opts, CFGF_NONE),
 	CFG_SEC("dynamodb", dynamodb_opts, CFGF_NONE),
+	CFG_SEC("webhook", webhook_opts, CFGF_NONE),
 	CFG_END()
 };
 
@@ -243,6 +275,14 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "relay|poll_interval", conf_v_poll);
 	cfg_set_validate_func(cfg, "relay|lease", conf_v_lease);
 	cfg_set_validate_func(cfg, "relay|timeout", conf_v_timeout);
+	cfg_set_validate_func(cfg, "relay|sink", conf_v_sink);
+	cfg_set_validate_func(cfg, "relay|max_attempts", conf_v_attempts);
+	cfg_set_validate_func(cfg, "relay|backoff_base", conf_v_backoff);
+	cfg_set_validate_func(cfg, "relay|backoff_max", conf_v_backoff);
+	cfg_set_validate_func(cfg, "relay|max_message_size", conf_v_msgsize);
+	cfg_set_validate_func(cfg, "relay|retention", conf_v_retention);
+	cfg_set_validate_func(cfg, "webhook|url", conf_v_url);
+	cfg_set_validate_func(cfg, "webhook|timeout", conf_v_hooktimeout);
 	cfg_set_validate_func(cfg, "consumer|workers", conf_v_workers);
 	cfg_set_validate_func(cfg, "consumer|wait_time", conf_v_wait);
 	cfg_set_validate_func(cfg, "consumer|max_messages", conf_v_maxmsg);
@@ -406,8 +446,9 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	cfg_t		*a = cfg_getsec(cfg, "aws");
 	cfg_t		*q = cfg_getsec(cfg, "sqs");
 	cfg_t		*d = cfg_getsec(cfg, "dynamodb");
+	cfg_t		*w = cfg_getsec(cfg, "webhook");
 	const char	*v;
-	int		 need_aws;
+	int		 need_aws, need_sqs;
 
 	c->database = conf_strdup_or_null(cfg_getstr(cfg, "database"));
 	if (c->database == NULL) {
@@ -437,10 +478,33 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->relay.poll_interval = cfg_getint(r, "poll_interval");
 	c->relay.lease = cfg_getint(r, "lease");
 	c->relay.timeout = cfg_getint(r, "timeout");
-	if (c->relay.lease <= c->relay.timeout) {
+	c->relay.sink = strcmp(cfg_getstr(r, "sink"), "http") == 0 ?
+	    CONF_SINK_HTTP : CONF_SINK_SQS;
+	c->relay.max_attempts = cfg_getint(r, "max_attempts");
+	c->relay.backoff_base = cfg_getint(r, "backoff_base");
+	c->relay.backoff_max = cfg_getint(r, "backoff_max");
+	c->relay.max_message_size = cfg_getint(r, "max_message_size");
+	c->relay.retention = cfg_getint(r, "retention");
+	c->webhook.url = conf_strdup_or_null(cfg_getstr(w, "url"));
+	c->webhook.secret = conf_strdup_or_null(cfg_getstr(w, "secret"));
+	c->webhook.timeout = cfg_getint(w, "timeout");
+	if (c->relay.backoff_max < c->relay.backoff_base) {
+		snprintf(err, errlen, "%s: relay.backoff_max (%ld ms) is "
+		    "shorter than relay.backoff_base (%ld ms)", c->path,
+		    c->relay.backoff_max, c->relay.backoff_base);
+		return -1;
+	}
+	if (c->relay.workers > 0 && c->relay.sink == CONF_SINK_HTTP &&
+	    (c->webhook.url == NULL || c->webhook.secret == NULL)) {
+		snprintf(err, errlen, "%s: relay.sink is \"http\" but "
+		    "webhook.url or webhook.secret is not set", c->path);
+		return -1;
+	}
+	if (c->relay.lease <= c->relay.timeout ||
+	    c->relay.lease <= c->webhook.timeout) {
 		snprintf(err, errlen, "%s: relay.lease (%ld ms) must be longer "
-		    "than relay.timeout (%ld ms), or a slow publish could be "
-		    "claimed twice", c->path, c->relay.lease, c->relay.timeout);
+		    "than relay.timeout and webhook.timeout, or a slow publish "
+		    "could be claimed twice", c->path, c->relay.lease);
 		return -1;
 	}
 
@@ -466,9 +530,11 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->dynamodb_table = conf_strdup_or_null(cfg_getstr(d, "table"));
 
 	/* AWS settings matter only when some worker talks to AWS. */
-	need_aws = c->relay.workers > 0 || c->consumer.workers > 0;
+	need_sqs = (c->relay.workers > 0 && c->relay.sink == CONF_SINK_SQS) ||
+	    c->consumer.workers > 0;
+	need_aws = need_sqs;
 	v = NULL;
-	if (need_aws && c->sqs_queue_url == NULL)
+	if (need_sqs && c->sqs_queue_url == NULL)
 		v = "sqs.queue_url is not set";
 	else if (c->consumer.workers > 0 && c->dynamodb_table == NULL)
 		v = "dynamodb.table is not set";
@@ -564,5 +630,7 @@ conf_free(struct conf *c)
 	free(c->aws.session_token);
 	free(c->sqs_queue_url);
 	free(c->dynamodb_table);
+	free(c->webhook.url);
+	free(c->webhook.secret);
 	free(c);
 }

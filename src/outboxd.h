@@ -34,6 +34,8 @@ struct pg_conn;
 
 /* ---- conf.c: the only file that knows libconfuse ---------------------- */
 
+enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP };
+
 struct conf {
 	char		*path;			/* file this was read from */
 	char		*database;		/* libpq conninfo or URI */
@@ -58,7 +60,20 @@ struct conf {
 		long	 poll_interval;		/* ms, safety net behind NOTIFY */
 		long	 lease;			/* ms a claim is held */
 		long	 timeout;		/* ms per broker request */
+		int	 sink;			/* enum conf_sink */
+		int	 max_attempts;		/* then the row is failed */
+		long	 backoff_base;		/* ms, first retry delay */
+		long	 backoff_max;		/* ms, retry delay cap */
+		long	 max_message_size;	/* bytes the broker accepts */
+		long	 retention;		/* s sent rows are kept; 0 = ever */
 	} relay;
+
+	struct {
+		char	*url;			/* NULL = none */
+		char	*secret;		/* Standard Webhooks key; never
+						   logged */
+		long	 timeout;		/* ms per delivery */
+	} webhook;
 
 	struct {
 		int	 workers;
@@ -292,7 +307,7 @@ char		*ddb_get_body(const char *table, const char *order_id,
  * NULL if item is not an object or holds an unknown type. */
 struct cJSON	*ddb_item_to_json(const struct cJSON *item);
 
-/* ---- sink_sqs.c: publish outbox messages to SQS ----------------------- */
+/* ---- sinks: where relays publish (sink_sqs.c, sink_http.c) ------------ */
 
 enum sink_outcome {
 	SINK_SENT,		/* broker acknowledged */
@@ -307,9 +322,12 @@ struct outbox_msg {
 	char		*key;		/* ordering key */
 	char		*payload;	/* JSON text */
 	size_t		 payload_len;
+	int		 attempts;	/* publish attempts before this one */
 	/* filled by the sink before done() */
 	enum sink_outcome outcome;
 	char		*error;		/* malloc'd reason, NULL when sent */
+	long		 retry_after;	/* ms the broker asked us to wait
+					   (HTTP Retry-After), -1 = none */
 };
 
 /* Runs once per publish call, from the event loop, with every message's
@@ -327,6 +345,28 @@ typedef void	 sink_done_cb(struct outbox_msg *msgs, int n, void *arg);
 int		 sink_sqs_publish(struct httpc *, const struct conf *,
 		    struct outbox_msg *msgs, int n, sink_done_cb *done,
 		    void *arg);
+
+/*
+ * Publish n (1..SINK_HTTP_MAX_BATCH) messages to conf->webhook.url, one
+ * POST each, concurrently, signed per Standard Webhooks (webhook-id =
+ * outbox id, webhook-timestamp, webhook-signature "v1,BASE64" of
+ * HMAC-SHA256 over "id.timestamp.body" with conf->webhook.secret).
+ * 2xx = SINK_SENT; 408, 429, 5xx, connect errors and timeouts =
+ * SINK_RETRY (retry_after from Retry-After); other 4xx = SINK_REJECTED.
+ * Returns -1 (done never runs) if no request could be started.
+ */
+#define SINK_HTTP_MAX_BATCH	10
+int		 sink_http_publish(struct httpc *, const struct conf *,
+		    struct outbox_msg *msgs, int n, sink_done_cb *done,
+		    void *arg);
+
+/* A destination the relay publishes to, chosen by relay.sink. */
+struct sink {
+	const char	*name;		/* "sqs", "http" */
+	int		 max_batch;	/* messages per publish call */
+	int		(*publish)(struct httpc *, const struct conf *,
+			    struct outbox_msg *, int, sink_done_cb *, void *);
+};
 
 /* ---- order.c: POST /orders validation and JSON mapping (no I/O) ------- */
 

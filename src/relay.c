@@ -30,21 +30,33 @@
 
 #include "outboxd.h"
 
-#define RELAY_SQS_BATCH		10	/* SendMessageBatch maximum */
+#define RELAY_CHUNK_MAX		10	/* messages per sink call, at most */
 #define RELAY_MAX_INFLIGHT	8	/* chunks being published at once */
 #define RELAY_RECONNECT_MIN	100	/* ms */
 #define RELAY_RECONNECT_MAX	5000	/* ms */
-#define RELAY_RETRY_DELAY	1000	/* ms before a failed row is retried */
+#define RELAY_RETRY_AFTER_MAX	3600000	/* ms, cap on a broker's Retry-After */
 #define RELAY_ERROR_MAX		1000	/* bytes of last_error kept */
+#define RELAY_PURGE_BATCH	500	/* sent rows deleted per statement */
+#define RELAY_PURGE_ROUNDS	20	/* statements per retention pass */
+#define RELAY_PURGE_EVERY	60	/* s between retention passes */
+
+/* SQS counts the attribute's name, type and value toward the size. */
+#define RELAY_ATTR_OVERHEAD	(sizeof("EventType") - 1 + sizeof("String") - 1)
+
+static const struct sink relay_sinks[] = {
+	[CONF_SINK_SQS] = { "sqs", 10, sink_sqs_publish },
+	[CONF_SINK_HTTP] = { "http", SINK_HTTP_MAX_BATCH, sink_http_publish },
+};
 
 struct relay;
 
-/* Up to RELAY_SQS_BATCH messages published with one sink call. */
+/* Up to RELAY_CHUNK_MAX messages published with one sink call. */
 struct relay_chunk {
 	struct relay		*relay;
 	int64_t			 claim;
-	struct outbox_msg	 msgs[RELAY_SQS_BATCH];
+	struct outbox_msg	 msgs[RELAY_CHUNK_MAX];
 	int			 n;
+	size_t			 bytes;		/* message sizes added up */
 };
 
 struct relay {
@@ -56,10 +68,13 @@ struct relay {
 	struct event		*conn_ev;	/* readable: notifications */
 	struct event		*poll_ev;	/* poll_interval safety net */
 	struct event		*reconnect_ev;
+	struct event		*purge_ev;	/* retention of sent rows */
+	const struct sink	*sink;
 	long			 reconnect_delay;
 	int			 reconnect_fails;
 	int			 inflight;	/* chunks at the sink */
 	int			 woken;		/* NOTIFY seen since last claim */
+	int			 claiming;	/* inside relay_claim() */
 	int			 stopping;
 };
 
@@ -99,6 +114,45 @@ relay_drain_notifies(struct relay *r)
 	}
 }
 
+/* Copy at most RELAY_ERROR_MAX bytes of s without splitting a UTF-8
+ * sequence: last_error is text and PostgreSQL rejects a broken one. */
+static void
+relay_errcpy(char *dst, const char *s)
+{
+	size_t	n = strlen(s);
+
+	if (n > RELAY_ERROR_MAX) {
+		n = RELAY_ERROR_MAX;
+		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+			n--;
+	}
+	memcpy(dst, s, n);
+	dst[n] = '\0';
+}
+
+/*
+ * Delay before the next attempt, in ms: backoff_base doubled per attempt
+ * already made, capped at backoff_max, with "equal jitter" (half fixed,
+ * half random) so rows that failed together do not retry together.  A
+ * broker's Retry-After wins when it asks for longer.
+ */
+static long
+relay_backoff(const struct conf *c, int attempts, long retry_after)
+{
+	long	d = c->relay.backoff_base;
+	int	i;
+
+	for (i = 1; i < attempts && d < c->relay.backoff_max; i++)
+		d *= 2;
+	if (d > c->relay.backoff_max)
+		d = c->relay.backoff_max;
+	d = d / 2 + random() % (d / 2 + 1);
+	if (retry_after > d)
+		d = retry_after > RELAY_RETRY_AFTER_MAX ?
+		    RELAY_RETRY_AFTER_MAX : retry_after;
+	return d;
+}
+
 /* Run a statement on the relay's connection; on a broken connection
  * disconnect (and reconnect later).  Returns the result or NULL. */
 static PGresult *
@@ -129,7 +183,7 @@ relay_exec(struct relay *r, const char *sql, int nparams,
 static void
 relay_record(struct relay *r, struct relay_chunk *ch)
 {
-	char		 claim[24], delay[24], ids[RELAY_SQS_BATCH * 21 + 3];
+	char		 claim[24], delay[24], ids[RELAY_CHUNK_MAX * 21 + 3];
 	char		 id[24], err[RELAY_ERROR_MAX + 1];
 	const char	*p[4];
 	PGresult	*res;
@@ -163,29 +217,37 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 		}
 	}
 
-	snprintf(delay, sizeof(delay), "%d", RELAY_RETRY_DELAY);
 	for (i = 0; i < ch->n; i++) {
 		struct outbox_msg	*m = &ch->msgs[i];
+		int			 attempts = m->attempts + 1;
 
 		if (m->outcome == SINK_SENT)
 			continue;
 		snprintf(id, sizeof(id), "%" PRId64, m->id);
-		snprintf(err, sizeof(err), "%s", m->error != NULL ? m->error :
+		relay_errcpy(err, m->error != NULL ? m->error :
 		    "unknown error");
 		p[0] = id;
 		p[1] = claim;
 		p[2] = err;
-		if (m->outcome == SINK_REJECTED) {
-			log_error("outbox id=%s rejected by the sink, marked "
-			    "failed: %s", id, err);
+		if (m->outcome == SINK_REJECTED ||
+		    attempts >= r->conf->relay.max_attempts) {
+			/* The dead-letter state: kept, listed and redriven
+			 * by an operator; it holds back its key's later
+			 * rows so their order survives. */
+			log_error("outbox id=%s key=%s failed after %d "
+			    "attempt(s)%s: %s", id, m->key, attempts,
+			    m->outcome == SINK_REJECTED ? " (permanent "
+			    "error)" : "", err);
 			res = relay_exec(r, "UPDATE outbox SET status = "
 			    "'failed', claim = NULL, attempts = attempts + 1, "
 			    "last_error = $3 WHERE id = $1 AND claim = $2", 3,
 			    p, PGRES_COMMAND_OK);
 		} else {
 			/* The sink has logged why, once per request. */
-			log_debug("outbox id=%s publish failed, will retry: "
-			    "%s", id, err);
+			snprintf(delay, sizeof(delay), "%ld", relay_backoff(
+			    r->conf, attempts, m->retry_after));
+			log_debug("outbox id=%s attempt %d failed, retry in %s "
+			    "ms: %s", id, attempts, delay, err);
 			p[3] = delay;
 			res = relay_exec(r, "UPDATE outbox SET claim = NULL, "
 			    "attempts = attempts + 1, last_error = $3, "
@@ -216,9 +278,35 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 	relay_kick(r);
 }
 
+/* Hand a chunk to the sink; one whose messages are all decided already
+ * (too large) is recorded at once. */
+static void
+relay_send_chunk(struct relay *r, struct relay_chunk *ch)
+{
+	int	i;
+
+	r->inflight++;
+	for (i = 0; i < ch->n; i++)
+		if (ch->msgs[i].outcome != SINK_REJECTED)
+			break;
+	if (i == ch->n) {
+		relay_published(ch->msgs, ch->n, ch);
+		return;
+	}
+	if (r->sink->publish(r->httpc, r->conf, ch->msgs, ch->n,
+	    relay_published, ch) == -1) {
+		/* Not started: the lease brings the rows back. */
+		log_warnx("could not start a publish of %d message(s)", ch->n);
+		r->inflight--;
+		relay_chunk_free(ch);
+	}
+}
+
 /*
- * Claim up to batch_size rows and hand them to the sink in chunks.
- * Returns the number of rows claimed, or -1 on error.
+ * Claim up to batch_size rows (at most one per ordering key: see
+ * outbox_claim() in sql/schema.sql) and hand them to the sink in chunks
+ * that respect its batch limits.  Returns the number of rows claimed, or
+ * -1 on error.
  */
 static int
 relay_claim(struct relay *r)
@@ -227,60 +315,68 @@ relay_claim(struct relay *r)
 	const char		*p[3];
 	struct relay_chunk	*ch = NULL;
 	PGresult		*res;
+	int64_t			 token;
+	size_t			 size, budget = r->conf->relay.max_message_size;
 	int			 i, n, room;
 
-	room = (RELAY_MAX_INFLIGHT - r->inflight) * RELAY_SQS_BATCH;
+	room = (RELAY_MAX_INFLIGHT - r->inflight) * r->sink->max_batch;
 	if (room > r->conf->relay.batch_size)
 		room = r->conf->relay.batch_size;
-	snprintf(claim, sizeof(claim), "%" PRId64, relay_new_claim());
+	token = relay_new_claim();
+	snprintf(claim, sizeof(claim), "%" PRId64, token);
 	snprintf(lease, sizeof(lease), "%ld", r->conf->relay.lease);
 	snprintf(limit, sizeof(limit), "%d", room);
 	p[0] = claim;
 	p[1] = lease;
 	p[2] = limit;
-	res = relay_exec(r,
-	    "UPDATE outbox SET claim = $1, "
-	    "    available_at = now() + $2 * interval '1 ms' "
-	    "WHERE id IN (SELECT id FROM outbox "
-	    "    WHERE status = 'pending' AND available_at <= now() "
-	    "    ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED) "
-	    "RETURNING id, event_type, ordering_key, payload::text",
-	    3, p, PGRES_TUPLES_OK);
+	res = relay_exec(r, "SELECT id, event_type, ordering_key, payload, "
+	    "attempts FROM outbox_claim($1, $2, $3) ORDER BY id", 3, p,
+	    PGRES_TUPLES_OK);
 	if (res == NULL)
 		return -1;
+	r->claiming = 1;
 	n = PQntuples(res);
 	for (i = 0; i < n; i++) {
 		struct outbox_msg	*m;
 
+		size = PQgetlength(res, i, 3) + PQgetlength(res, i, 1) +
+		    RELAY_ATTR_OVERHEAD;
+		/* A batch may carry as much as one message may (SQS). */
+		if (ch != NULL && (ch->n == r->sink->max_batch ||
+		    ch->bytes + size > budget)) {
+			relay_send_chunk(r, ch);
+			ch = NULL;
+		}
 		if (ch == NULL) {
 			if ((ch = calloc(1, sizeof(*ch))) == NULL)
 				fatal("calloc");
 			ch->relay = r;
-			ch->claim = strtoll(claim, NULL, 10);
+			ch->claim = token;
 		}
 		m = &ch->msgs[ch->n++];
+		ch->bytes += size;
 		m->id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
 		m->event_type = strdup(PQgetvalue(res, i, 1));
 		m->key = strdup(PQgetvalue(res, i, 2));
 		m->payload = strdup(PQgetvalue(res, i, 3));
 		m->payload_len = PQgetlength(res, i, 3);
+		m->attempts = atoi(PQgetvalue(res, i, 4));
+		m->retry_after = -1;
 		if (m->event_type == NULL || m->key == NULL ||
 		    m->payload == NULL)
 			fatal("strdup");
-		if (ch->n == RELAY_SQS_BATCH || i == n - 1) {
-			r->inflight++;
-			if (sink_sqs_publish(r->httpc, r->conf, ch->msgs, ch->n,
-			    relay_published, ch) == -1) {
-				/* Not started: the lease brings the rows
-				 * back; free them here. */
-				log_warnx("could not start a publish of %d "
-				    "message(s)", ch->n);
-				r->inflight--;
-				relay_chunk_free(ch);
-			}
-			ch = NULL;
+		if (size > budget) {
+			/* Retrying cannot make it fit. */
+			m->outcome = SINK_REJECTED;
+			if (asprintf(&m->error, "message of %zu bytes exceeds "
+			    "relay.max_message_size (%zu bytes)", size,
+			    budget) == -1)
+				m->error = NULL;
 		}
 	}
+	if (ch != NULL)
+		relay_send_chunk(r, ch);
+	r->claiming = 0;
 	PQclear(res);
 	if (n > 0)
 		log_debug("claimed %d row(s)", n);
@@ -293,6 +389,8 @@ relay_kick(struct relay *r)
 {
 	int	n;
 
+	if (r->claiming)
+		return;		/* the claim loop below goes on by itself */
 	while (r->conn != NULL && !r->stopping &&
 	    r->inflight < RELAY_MAX_INFLIGHT) {
 		r->woken = 0;
@@ -341,6 +439,20 @@ relay_connect(struct relay *r, char *err, size_t errlen)
 	if ((r->conn = db_connect(r->conf->database, "relay", err,
 	    errlen)) == NULL)
 		return -1;
+	/* A standby (or a server still in recovery after a failover)
+	 * takes no claims: keep backing off until it is a primary. */
+	res = PQexec(r->conn, "SELECT pg_is_in_recovery()");
+	if (PQresultStatus(res) != PGRES_TUPLES_OK ||
+	    strcmp(PQgetvalue(res, 0, 0), "f") != 0) {
+		snprintf(err, errlen, "%s", PQresultStatus(res) ==
+		    PGRES_TUPLES_OK ? "the server is in recovery (a standby)" :
+		    PQresultErrorMessage(res));
+		PQclear(res);
+		PQfinish(r->conn);
+		r->conn = NULL;
+		return -1;
+	}
+	PQclear(res);
 	res = PQexec(r->conn, "LISTEN " OUTBOX_CHANNEL);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		snprintf(err, errlen, "LISTEN: %s", PQresultErrorMessage(res));
@@ -408,6 +520,51 @@ relay_disconnect(struct relay *r, const char *why)
 	evtimer_add(r->reconnect_ev, &tv);
 }
 
+/*
+ * Retention: delete sent rows older than relay.retention in small batches,
+ * oldest first, so no statement holds many row locks or runs long next to
+ * the inserts.  Runs in relay 1 of every instance; a pass that found more
+ * comes back in a second, else in RELAY_PURGE_EVERY.
+ */
+static void
+relay_on_purge(evutil_socket_t fd, short what, void *arg)
+{
+	struct relay	*r = arg;
+	struct timeval	 tv = { RELAY_PURGE_EVERY, 0 };
+	char		 age[24], lim[24];
+	const char	*p[2];
+	PGresult	*res;
+	long		 total = 0;
+	int		 i, n = 0;
+
+	(void)fd;
+	(void)what;
+	snprintf(age, sizeof(age), "%ld", r->conf->relay.retention);
+	snprintf(lim, sizeof(lim), "%d", RELAY_PURGE_BATCH);
+	p[0] = age;
+	p[1] = lim;
+	for (i = 0; i < RELAY_PURGE_ROUNDS && !r->stopping; i++) {
+		res = relay_exec(r, "DELETE FROM outbox WHERE id IN ("
+		    "SELECT id FROM outbox WHERE status = 'sent' AND "
+		    "sent_at < now() - $1 * interval '1 second' "
+		    "ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)", 2, p,
+		    PGRES_COMMAND_OK);
+		if (res == NULL)
+			break;
+		n = atoi(PQcmdTuples(res));
+		PQclear(res);
+		total += n;
+		if (n < RELAY_PURGE_BATCH)
+			break;
+	}
+	if (total > 0)
+		log_info("retention: deleted %ld sent row(s) older than %ld s",
+		    total, r->conf->relay.retention);
+	if (n == RELAY_PURGE_BATCH)
+		tv.tv_sec = 1;
+	evtimer_add(r->purge_ev, &tv);
+}
+
 static void
 relay_stop(void *arg)
 {
@@ -433,6 +590,7 @@ relay_main(struct conf *conf, int index)
 	r.conf = conf;
 	r.index = index;
 	r.reconnect_delay = RELAY_RECONNECT_MIN;
+	r.sink = &relay_sinks[conf->relay.sink];
 	if ((r.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
 	if ((r.httpc = httpc_new(r.base)) == NULL)
@@ -451,8 +609,16 @@ relay_main(struct conf *conf, int index)
 	if (r.reconnect_ev == NULL || r.poll_ev == NULL ||
 	    event_add(r.poll_ev, &tv) == -1)
 		fatalx("event_add");
-	log_info("publishing to %s (batch %d, poll %ld ms)",
-	    conf->sqs_queue_url, conf->relay.batch_size,
+	if (index == 1 && conf->relay.retention > 0) {
+		struct timeval	first = { 5, 0 };
+
+		if ((r.purge_ev = evtimer_new(r.base, relay_on_purge,
+		    &r)) == NULL || evtimer_add(r.purge_ev, &first) == -1)
+			fatalx("event_add");
+	}
+	log_info("publishing to %s %s (batch %d, poll %ld ms)",
+	    r.sink->name, conf->relay.sink == CONF_SINK_SQS ?
+	    conf->sqs_queue_url : conf->webhook.url, conf->relay.batch_size,
 	    conf->relay.poll_interval);
 
 	relay_kick(&r);			/* rows written while we were down */
@@ -464,6 +630,8 @@ relay_main(struct conf *conf, int index)
 		PQfinish(r.conn);
 	event_free(r.poll_ev);
 	event_free(r.reconnect_ev);
+	if (r.purge_ev != NULL)
+		event_free(r.purge_ev);
 	httpc_free(r.httpc);
 	event_base_free(r.base);
 	log_info("stopped");
