@@ -1,2 +1,1574 @@
-/* http.c - stub, to be written */
+/*
+ * http.c - the HTTP worker: the order API on libevent 2.1's evhttp, backed
+ * by a few asynchronous PostgreSQL connections per worker.
+ *
+ *   POST /orders		201, order and outbox rows in one statement
+ *   GET  /orders/{id}	200 or 404
+ *   GET  /healthz		200 {"status":"ok"}
+ *
+ * Every 4xx/5xx carries {"error": CODE, "message": TEXT}.  Several workers
+ * accept on the master's listening socket.  A request never waits on a
+ * blocking call: each database connection is driven by libpq's
+ * asynchronous API (PQsendQueryPrepared, PQconsumeInput, PQisBusy,
+ * PQgetResult) from the event loop, in pipeline mode with a Sync after
+ * every statement: each statement is still its own transaction, but the
+ * server finds the next one waiting instead of a round trip later.  A
+ * request that finds every pipeline full waits in a FIFO queue.
+ *
+ * Request size.  evhttp 2.1 answers a body over evhttp_set_max_body_size()
+ * itself, with an HTML page, before any handler runs, and gives a server
+ * no way to reach evhttp_request_set_header_cb() in time (libevent issue
+ * #588; evhttp_set_newreqcb() only exists from 2.2).  So each connection's
+ * bufferevent is made here (evhttp_set_bevcb) and a callback on its input
+ * buffer counts the bytes of the request being received.  Past
+ * max_body_size plus HTTP_HEAD_MAX this file takes the connection over
+ * from evhttp, answers a JSON 413 itself, reads and discards what the
+ * client still sends for a moment (so the client sees the answer, not a
+ * reset), and closes.  A body over max_body_size but under that bound is
+ * read by evhttp and refused with a JSON 413 by the handler.  evhttp's own
+ * limit stays as a backstop far above.
+ *
+ * The same output-buffer hook that resets the count sees evhttp start an
+ * error page of its own (bad request line, unknown method, Expect other
+ * than 100-continue, the backstop's 413): before the loop writes it, the
+ * page is replaced by the same status with a JSON body.
+ */
+#include "config.h"
+
+#include <sys/types.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <libpq-fe.h>
+
 #include "outboxd.h"
+
+#define HTTP_IO_TIMEOUT_S	15	/* a silent client is dropped */
+#define HTTP_REQUEST_TIMEOUT_S	30	/* one request, first byte to last */
+#define HTTP_HEAD_MAX		16384	/* request line and headers */
+#define HTTP_BACKSTOP		(64L * 1024 * 1024) /* evhttp's own limit */
+#define HTTP_LINGER_MS		2000	/* reading after a refusal */
+#define HTTP_FLUSH_MS		2000	/* stopping: last answers to go out */
+#define HTTP_QUEUE_MAX		4096	/* requests waiting for the database */
+#define HTTP_PIPELINE_DEPTH	2	/* statements in flight, each link */
+#define HTTP_NOTIFY_MS		5	/* at most one NOTIFY per this, each */
+#define HTTP_JOBS_KEPT		1024	/* free job records kept for reuse */
+#define HTTP_STATEMENT_TIMEOUT	"5s"	/* PostgreSQL statement_timeout */
+#define HTTP_QUERY_WATCHDOG_MS	10000	/* no answer at all: drop the link */
+#define HTTP_CONNECT_TIMEOUT_MS	10000
+#define HTTP_BACKOFF_MIN_MS	100
+#define HTTP_BACKOFF_MAX_MS	5000
+
+/* Type OIDs of the statement parameters (PostgreSQL pg_type.dat). */
+#define HTTP_OID_INT8		20
+#define HTTP_OID_TEXT		25
+#define HTTP_OID_UUID		2950
+
+#define HTTP_STMT_INSERT	"outboxd_order_insert"
+#define HTTP_STMT_GET		"outboxd_order_get"
+
+/* The order and its order.created event, atomically, in one round trip.
+ * created_at is formatted by the server in the session's TimeZone, UTC. */
+static const char http_sql_insert[] =
+	"WITH o AS (INSERT INTO orders (customer_id, amount_cents) "
+	"VALUES ($1, $2) "
+	"RETURNING id, customer_id, amount_cents, created_at), "
+	"e AS (INSERT INTO outbox (event_type, ordering_key, payload) "
+	"SELECT 'order.created', o.id::text, json_build_object("
+	"'orderId', o.id, 'customerId', o.customer_id, "
+	"'amountCents', o.amount_cents, 'createdAt', o.created_at) FROM o) "
+	"SELECT id, customer_id, amount_cents, to_json(created_at) #>> '{}' "
+	"FROM o";
+
+static const char http_sql_get[] =
+	"SELECT id, customer_id, amount_cents, to_json(created_at) #>> '{}' "
+	"FROM orders WHERE id = $1";
+
+static const char http_sql_session[] =
+	"SET statement_timeout = '" HTTP_STATEMENT_TIMEOUT "'";
+
+/* Does the schema wake the relays itself (sql/schema.sql's trigger)? */
+static const char http_sql_trigger[] =
+	"SELECT EXISTS (SELECT 1 FROM pg_trigger "
+	"WHERE tgrelid = to_regclass('outbox') AND tgenabled <> 'D' "
+	"AND tgfoid = to_regprocedure('outbox_notify()'))";
+
+static const char http_sql_notify[] = "NOTIFY " OUTBOX_CHANNEL;
+
+struct http_worker;
+
+enum http_job_kind { HTTP_JOB_INSERT, HTTP_JOB_GET, HTTP_JOB_NOTIFY };
+
+/* A request waiting for, or using, a database connection (req is NULL
+ * for our own NOTIFY). */
+struct http_job {
+	TAILQ_ENTRY(http_job)	 entry;
+	struct evhttp_request	*req;
+	enum http_job_kind	 kind;
+	struct order_input	 in;
+	char			 amount[24];
+	char			 id[ORDER_UUID_LEN + 1];
+};
+TAILQ_HEAD(http_jobq, http_job);
+
+enum http_db_state {
+	HTTP_DB_DOWN,		/* waiting to reconnect */
+	HTTP_DB_CONNECTING,	/* PQconnectPoll under way */
+	HTTP_DB_SETUP,		/* session settings and PREPAREs in flight */
+	HTTP_DB_READY		/* pipeline mode, 0..DEPTH jobs in flight */
+};
+
+/* What the pipeline owes next for the oldest job in flight. */
+enum http_db_phase {
+	HTTP_PHASE_RESULT,	/* its result */
+	HTTP_PHASE_NULL,	/* the NULL that ends its results */
+	HTTP_PHASE_SYNC		/* its PGRES_PIPELINE_SYNC */
+};
+
+struct http_db {
+	struct http_worker	*w;
+	int			 index;
+	PGconn			*pg;
+	enum http_db_state	 state;
+	int			 step;		/* of the setup */
+	int			 step_failed;
+	struct event		*rev;		/* socket readable */
+	struct event		*wev;		/* socket writable */
+	struct event		*timer;		/* backoff, connect, watchdog */
+	long			 backoff;	/* ms before the next attempt */
+	struct http_jobq	 sent;		/* in flight, oldest first */
+	int			 nsent;
+	enum http_db_phase	 phase;
+};
+
+struct http_worker {
+	struct conf		*conf;
+	int			 index;
+	struct event_base	*base;
+	struct evhttp		*http;
+	struct evhttp_bound_socket *bound;
+	struct http_db		*dbs;
+	int			 ndb;
+	int			 nup;		/* dbs in SETUP or READY */
+	struct http_jobq	 queue;
+	int			 queued;
+	struct http_jobq	 spare;
+	int			 nspare;
+	int			 inflight;	/* requests not yet answered */
+	int			 unflushed;	/* answers not yet written */
+	int			 replying;	/* in evhttp_send_reply() */
+	int			 stopping;
+	int			 notify_self;	/* no trigger notifies */
+	int			 notify_dirty;	/* orders since the last */
+	struct event		*notify_ev;	/* the NOTIFY window */
+	size_t			 max_body;
+	size_t			 max_request;	/* body + HTTP_HEAD_MAX */
+	int			 nconns;	/* guarded connections */
+};
+
+/* One accepted connection as the size guard sees it. */
+struct http_conn {
+	struct http_worker		*w;
+	struct bufferevent		*bev;
+	struct evhttp_connection	*evcon;
+	struct evbuffer_cb_entry	*in_cb;
+	struct evbuffer_cb_entry	*out_cb;
+	size_t				 pending;	/* bytes not answered */
+	time_t				 started;	/* first of them, s */
+	int				 refusing;
+	int				 eof;
+	struct timespec			 linger_until;
+	struct event			*fix_ev;	/* swaps error pages */
+	size_t				 fix_from;	/* where it starts */
+	int				 fixing;
+};
+
+/* One worker per process: the bufferevent hook has no argument of its own
+ * that outlives the accept. */
+static struct http_worker	*http_self;
+
+/* Responses are built here: one request is answered at a time. */
+static char			 http_out[ORDER_JSON_MAX];
+
+static void	http_db_run(struct http_db *, struct http_job *);
+static void	http_db_broken(struct http_db *, const char *);
+static void	http_db_setup_next(struct http_db *);
+static void	http_db_connect(struct http_db *);
+static void	http_notify(struct http_worker *);
+
+static time_t
+http_now(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+static struct timeval
+http_tv(long ms)
+{
+	struct timeval	tv;
+
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	return tv;
+}
+
+/* ---- answering ------------------------------------------------------- */
+
+/* A stopping worker leaves its loop once every request is answered and
+ * every answer written, or HTTP_FLUSH_MS after the last answer if a client
+ * does not take its answer. */
+static void
+http_maybe_exit(struct http_worker *w)
+{
+	struct timeval	tv = http_tv(HTTP_FLUSH_MS);
+
+	if (!w->stopping || w->inflight > 0)
+		return;
+	if (w->unflushed == 0)
+		event_base_loopexit(w->base, NULL);
+	else
+		event_base_loopexit(w->base, &tv);
+}
+
+/* evhttp wrote an answer completely (libevent 2.1 on_complete_cb). */
+static void
+http_sent(struct evhttp_request *req, void *arg)
+{
+	struct http_worker	*w = arg;
+
+	(void)req;
+	if (--w->unflushed == 0)
+		http_maybe_exit(w);
+}
+
+/* Send the answer to a request the handler took (inflight counted it);
+ * body may be NULL. */
+static void
+http_send(struct http_worker *w, struct evhttp_request *req, int code,
+    const char *body, size_t len)
+{
+	struct evkeyvalq	*h = evhttp_request_get_output_headers(req);
+
+	if (body != NULL) {
+		evhttp_add_header(h, "Content-Type", "application/json");
+		evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
+	}
+	/* Clients go to another worker from now on. */
+	if (w->stopping)
+		evhttp_add_header(h, "Connection", "close");
+	/* A request whose client left is freed unanswered by evhttp. */
+	if (evhttp_request_get_connection(req) != NULL) {
+		evhttp_request_set_on_complete_cb(req, http_sent, w);
+		w->unflushed++;
+	}
+	w->replying = 1;	/* this output is ours, not evhttp's */
+	evhttp_send_reply(req, code, NULL, NULL);
+	w->replying = 0;
+	if (--w->inflight == 0)
+		http_maybe_exit(w);
+}
+
+static void
+http_error(struct http_worker *w, struct evhttp_request *req, int code,
+    const char *ecode, const char *message)
+{
+	char	*s;
+
+	if ((s = order_error_json(ecode, message)) == NULL) {
+		http_send(w, req, code, NULL, 0);
+		return;
+	}
+	http_send(w, req, code, s, strlen(s));
+	free(s);
+}
+
+static void
+http_unavailable(struct http_worker *w, struct evhttp_request *req)
+{
+	http_error(w, req, 503, "database_unavailable",
+	    "the database is unavailable; try again later");
+}
+
+static void
+http_not_found(struct http_worker *w, struct evhttp_request *req)
+{
+	http_error(w, req, 404, "not_found", "no such resource");
+}
+
+static void
+http_bad_method(struct http_worker *w, struct evhttp_request *req,
+    const char *allow)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+	    allow);
+	http_error(w, req, 405, "method_not_allowed",
+	    "method not allowed for this resource");
+}
+
+/* ---- jobs ------------------------------------------------------------- */
+
+static struct http_job *
+http_job_get(struct http_worker *w)
+{
+	struct http_job	*job;
+
+	if ((job = TAILQ_FIRST(&w->spare)) != NULL) {
+		TAILQ_REMOVE(&w->spare, job, entry);
+		w->nspare--;
+		return job;
+	}
+	return malloc(sizeof(*job));
+}
+
+static void
+http_job_put(struct http_worker *w, struct http_job *job)
+{
+	if (w->nspare >= HTTP_JOBS_KEPT) {
+		free(job);
+		return;
+	}
+	TAILQ_INSERT_HEAD(&w->spare, job, entry);
+	w->nspare++;
+}
+
+/* Answer every queued request 503: no connection can take them soon. */
+static void
+http_queue_fail(struct http_worker *w)
+{
+	struct http_job	*job;
+
+	while ((job = TAILQ_FIRST(&w->queue)) != NULL) {
+		TAILQ_REMOVE(&w->queue, job, entry);
+		w->queued--;
+		http_unavailable(w, job->req);
+		http_job_put(w, job);
+	}
+}
+
+/* Send job on the least loaded connection with room, or queue it. */
+static void
+http_job_submit(struct http_worker *w, struct http_job *job)
+{
+	struct http_db	*db, *best = NULL;
+	int		 i;
+
+	if (w->nup == 0) {
+		http_unavailable(w, job->req);
+		http_job_put(w, job);
+		return;
+	}
+	for (i = 0; i < w->ndb; i++) {
+		db = &w->dbs[i];
+		if (db->state == HTTP_DB_READY &&
+		    db->nsent < HTTP_PIPELINE_DEPTH &&
+		    (best == NULL || db->nsent < best->nsent))
+			best = db;
+	}
+	if (best != NULL) {
+		http_db_run(best, job);
+		return;
+	}
+	if (w->queued >= HTTP_QUEUE_MAX) {
+		http_error(w, job->req, 503, "database_unavailable",
+		    "too many requests are waiting for the database");
+		http_job_put(w, job);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&w->queue, job, entry);
+	w->queued++;
+}
+
+/* ---- database connections -------------------------------------------- */
+
+/* libpq messages end in a newline; logfmt lines must not. */
+static const char *
+http_pgmsg(const char *msg, char *buf, size_t len)
+{
+	size_t	 n;
+	char	*p;
+
+	snprintf(buf, len, "%s", msg != NULL && *msg != '\0' ? msg :
+	    "unknown error");
+	n = strlen(buf);
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	for (p = buf; (p = strchr(p, '\n')) != NULL; )
+		*p = ' ';
+	return buf;
+}
+
+static void
+http_db_notice(void *arg, const char *message)
+{
+	struct http_db	*db = arg;
+	char		 buf[512];
+
+	log_debug("database connection %d: %s", db->index,
+	    http_pgmsg(message, buf, sizeof(buf)));
+}
+
+/* Drop the libpq connection and its events. */
+static void
+http_db_close(struct http_db *db)
+{
+	event_del(db->rev);
+	event_del(db->wev);
+	event_del(db->timer);
+	if (db->pg != NULL) {
+		PQfinish(db->pg);
+		db->pg = NULL;
+	}
+}
+
+static void
+http_db_arm(struct http_db *db, long ms)
+{
+	struct timeval	tv = http_tv(ms);
+
+	event_add(db->timer, &tv);
+}
+
+/* Send what libpq has buffered; the rest when the socket is writable. */
+static int
+http_db_flush(struct http_db *db)
+{
+	switch (PQflush(db->pg)) {
+	case 0:
+		return 0;
+	case 1:
+		event_add(db->wev, NULL);
+		return 0;
+	default:
+		http_db_broken(db, "send");
+		return -1;
+	}
+}
+
+static void
+http_db_writable(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	http_db_flush(arg);
+}
+
+/* Give db queued jobs while its pipeline has room. */
+static void
+http_db_fill(struct http_db *db)
+{
+	struct http_worker	*w = db->w;
+	struct http_job		*job;
+
+	while (db->state == HTTP_DB_READY && db->nsent < HTTP_PIPELINE_DEPTH &&
+	    (job = TAILQ_FIRST(&w->queue)) != NULL) {
+		TAILQ_REMOVE(&w->queue, job, entry);
+		w->queued--;
+		http_db_run(db, job);
+	}
+}
+
+static void
+http_db_log_result(struct http_db *db, const PGresult *res)
+{
+	const char	*state, *msg;
+	char		 buf[512];
+
+	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	log_warnx("database connection %d: %s (SQLSTATE %s)", db->index,
+	    http_pgmsg(msg != NULL ? msg : PQresStatus(PQresultStatus(res)),
+	    buf, sizeof(buf)), state != NULL ? state : "none");
+}
+
+/* The result of job's statement: answer its request. */
+static void
+http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
+{
+	struct http_worker	*w = db->w;
+	struct evhttp_request	*req = job->req;
+	char			 location[sizeof("/orders/") + ORDER_UUID_LEN];
+	int			 n;
+
+	job->req = NULL;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		http_db_log_result(db, res);
+		http_unavailable(w, req);
+		return;
+	}
+	if (job->kind == HTTP_JOB_GET && PQntuples(res) == 0) {
+		http_error(w, req, 404, "not_found", "no order with this id");
+		return;
+	}
+	if (PQntuples(res) != 1 || PQnfields(res) != 4) {
+		log_warnx("database connection %d: %d rows of %d columns, "
+		    "expected 1 of 4", db->index, PQntuples(res),
+		    PQnfields(res));
+		http_unavailable(w, req);
+		return;
+	}
+	n = order_json(http_out, sizeof(http_out), PQgetvalue(res, 0, 0),
+	    PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
+	    PQgetvalue(res, 0, 3));
+	if (n == -1) {
+		log_warnx("order %s: cannot build its JSON",
+		    PQgetvalue(res, 0, 0));
+		http_unavailable(w, req);
+		return;
+	}
+	if (job->kind == HTTP_JOB_INSERT) {
+		snprintf(location, sizeof(location), "/orders/%s",
+		    PQgetvalue(res, 0, 0));
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		    "Location", location);
+		http_send(w, req, 201, http_out, (size_t)n);
+		http_notify(w);
+	} else
+		http_send(w, req, 200, http_out, (size_t)n);
+}
+
+/*
+ * Results of the pipeline (libpq pipeline mode): each job is its own
+ * statement and Sync, so its own transaction, and yields a result, a NULL,
+ * then PGRES_PIPELINE_SYNC (no NULL follows a sync).  A job is answered
+ * at its result and retired at its sync.
+ */
+static int
+http_db_pipeline(struct http_db *db, PGresult *res)
+{
+	struct http_worker	*w = db->w;
+	struct http_job		*job = TAILQ_FIRST(&db->sent);
+
+	if (res == NULL) {
+		if (db->phase != HTTP_PHASE_NULL)
+			return -1;	/* nothing more has arrived */
+		db->phase = HTTP_PHASE_SYNC;
+		return 0;
+	}
+	if (job == NULL) {
+		PQclear(res);
+		return 0;
+	}
+	if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
+		TAILQ_REMOVE(&db->sent, job, entry);
+		db->nsent--;
+		if (job->req != NULL)	/* no result at all: cannot be */
+			http_unavailable(w, job->req);
+		http_job_put(w, job);
+		db->phase = HTTP_PHASE_RESULT;
+		/* progress: the watchdog starts again */
+		if (db->nsent > 0)
+			http_db_arm(db, HTTP_QUERY_WATCHDOG_MS);
+		else
+			event_del(db->timer);
+	} else {
+		if (job->req != NULL)
+			http_db_answer(db, job, res);
+		else if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			http_db_log_result(db, res);
+		db->phase = HTTP_PHASE_NULL;
+	}
+	PQclear(res);
+	return 0;
+}
+
+/* The socket is readable: collect what results have arrived. */
+static void
+http_db_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_db	*db = arg;
+	PGresult	*res;
+	int		 step_done = 0;
+
+	(void)fd;
+	(void)what;
+	if (!PQconsumeInput(db->pg)) {
+		http_db_broken(db, "receive");
+		return;
+	}
+	/* Writing may have waited for the server to read. */
+	if (http_db_flush(db) == -1)
+		return;
+	while (!PQisBusy(db->pg)) {
+		res = PQgetResult(db->pg);
+		if (db->state == HTTP_DB_READY) {
+			if (http_db_pipeline(db, res) == -1)
+				break;
+			continue;
+		}
+		if (res == NULL) {
+			step_done = db->state == HTTP_DB_SETUP;
+			break;
+		}
+		/* Setup results; anything else is the server saying goodbye
+		 * to an idle connection, which the next read reports. */
+		if (db->state == HTTP_DB_SETUP) {
+			if (PQresultStatus(res) == PGRES_TUPLES_OK &&
+			    PQntuples(res) == 1)
+				db->w->notify_self =
+				    strcmp(PQgetvalue(res, 0, 0), "t") != 0;
+			else if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+				http_db_log_result(db, res);
+				db->step_failed = 1;
+			}
+		}
+		PQclear(res);
+	}
+	if (PQstatus(db->pg) == CONNECTION_BAD) {
+		http_db_broken(db, "connection lost");
+		return;
+	}
+	if (step_done)
+		http_db_setup_next(db);
+	else
+		http_db_fill(db);
+}
+
+/* Send the next setup statement, or enter pipeline mode after the last. */
+static void
+http_db_setup_next(struct http_db *db)
+{
+	static const Oid	 insert_types[] = { HTTP_OID_TEXT,
+				    HTTP_OID_INT8 };
+	static const Oid	 get_types[] = { HTTP_OID_UUID };
+	int			 ok;
+
+	if (db->step_failed) {
+		http_db_broken(db, "session setup failed");
+		return;
+	}
+	switch (db->step++) {
+	case 0:
+		ok = PQsendQuery(db->pg, http_sql_session);
+		break;
+	case 1:
+		ok = PQsendPrepare(db->pg, HTTP_STMT_INSERT, http_sql_insert,
+		    2, insert_types);
+		break;
+	case 2:
+		ok = PQsendPrepare(db->pg, HTTP_STMT_GET, http_sql_get, 1,
+		    get_types);
+		break;
+	case 3:
+		ok = PQsendQuery(db->pg, http_sql_trigger);
+		break;
+	default:
+		if (!PQenterPipelineMode(db->pg)) {
+			http_db_broken(db, "pipeline mode");
+			return;
+		}
+		if (db->backoff > HTTP_BACKOFF_MIN_MS)
+			log_info("database connection %d: ready", db->index);
+		db->backoff = HTTP_BACKOFF_MIN_MS;
+		db->state = HTTP_DB_READY;
+		db->phase = HTTP_PHASE_RESULT;
+		event_del(db->timer);
+		http_db_fill(db);
+		return;
+	}
+	if (!ok) {
+		http_db_broken(db, "setup");
+		return;
+	}
+	http_db_flush(db);
+}
+
+/* A connected PGconn (db_connect() or PQconnectPoll): make it ours. */
+static int
+http_db_attach(struct http_db *db)
+{
+	struct http_worker	*w = db->w;
+	evutil_socket_t		 fd = PQsocket(db->pg);
+
+	if (fd < 0 || PQsetnonblocking(db->pg, 1) != 0)
+		return -1;
+	PQsetNoticeProcessor(db->pg, http_db_notice, db);
+	event_del(db->rev);
+	event_del(db->wev);
+	event_assign(db->rev, w->base, fd, EV_READ | EV_PERSIST,
+	    http_db_readable, db);
+	event_assign(db->wev, w->base, fd, EV_WRITE, http_db_writable, db);
+	if (event_add(db->rev, NULL) == -1)
+		return -1;
+	db->state = HTTP_DB_SETUP;
+	db->step = 0;
+	db->step_failed = 0;
+	w->nup++;
+	http_db_arm(db, HTTP_CONNECT_TIMEOUT_MS);
+	http_db_setup_next(db);
+	return 0;
+}
+
+/*
+ * The connection failed: answer its requests 503, close it and try again
+ * after the backoff (HTTP_BACKOFF_MIN_MS doubling to HTTP_BACKOFF_MAX_MS).
+ * A statement in flight may or may not have committed; the client is told
+ * the database was unavailable either way.  With no connection left,
+ * queued requests are answered 503 at once rather than waiting for a
+ * server that is not there.
+ */
+static void
+http_db_broken(struct http_db *db, const char *what)
+{
+	struct http_worker	*w = db->w;
+	struct http_job		*job;
+	char			 buf[512];
+
+	http_pgmsg(db->pg != NULL ? PQerrorMessage(db->pg) : NULL, buf,
+	    sizeof(buf));
+	/* Once per outage; the attempts that follow only at debug level. */
+	if (db->backoff == HTTP_BACKOFF_MIN_MS)
+		log_warnx("database connection %d: %s: %s; retrying in %ld ms",
+		    db->index, what, buf, db->backoff);
+	else
+		log_debug("database connection %d: %s: %s; retrying in %ld ms",
+		    db->index, what, buf, db->backoff);
+	while ((job = TAILQ_FIRST(&db->sent)) != NULL) {
+		TAILQ_REMOVE(&db->sent, job, entry);
+		if (job->req != NULL)
+			http_unavailable(w, job->req);
+		http_job_put(w, job);
+	}
+	db->nsent = 0;
+	if (db->state == HTTP_DB_SETUP || db->state == HTTP_DB_READY)
+		w->nup--;
+	http_db_close(db);
+	db->state = HTTP_DB_DOWN;
+	http_db_arm(db, db->backoff);
+	db->backoff *= 2;
+	if (db->backoff > HTTP_BACKOFF_MAX_MS)
+		db->backoff = HTTP_BACKOFF_MAX_MS;
+	if (w->nup == 0)
+		http_queue_fail(w);
+}
+
+/* The one timer: reconnect when down; give up on a connect, a setup or a
+ * pipeline that makes no progress. */
+static void
+http_db_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_db	*db = arg;
+
+	(void)fd;
+	(void)what;
+	switch (db->state) {
+	case HTTP_DB_DOWN:
+		http_db_connect(db);
+		break;
+	case HTTP_DB_CONNECTING:
+	case HTTP_DB_SETUP:
+		http_db_broken(db, "connect timed out");
+		break;
+	case HTTP_DB_READY:
+		if (db->nsent > 0)
+			http_db_broken(db, "no answer from the server");
+		break;
+	}
+}
+
+static void
+http_db_connect_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_db		*db = arg;
+	struct http_worker	*w = db->w;
+	PostgresPollingStatusType st;
+
+	(void)fd;
+	(void)what;
+	st = PQconnectPoll(db->pg);
+	switch (st) {
+	case PGRES_POLLING_OK:
+		if (http_db_attach(db) == -1)
+			http_db_broken(db, "attach");
+		return;
+	case PGRES_POLLING_READING:
+	case PGRES_POLLING_WRITING:
+		/* libpq may switch sockets while trying addresses */
+		event_del(db->rev);
+		event_assign(db->rev, w->base, PQsocket(db->pg),
+		    st == PGRES_POLLING_READING ? EV_READ : EV_WRITE,
+		    http_db_connect_poll, db);
+		event_add(db->rev, NULL);
+		return;
+	default:
+		http_db_broken(db, "connect");
+		return;
+	}
+}
+
+/*
+ * Start an asynchronous reconnect (PQconnectStartParams, PQconnectPoll)
+ * with the session settings of db_connect(): a blocking connect would
+ * stall every request of this worker while the server is away.
+ */
+static void
+http_db_connect(struct http_db *db)
+{
+	const char	*keys[] = { "application_name", "options",
+			    "keepalives_idle", "keepalives_interval",
+			    "keepalives_count", "tcp_user_timeout", "dbname",
+			    NULL };
+	const char	*vals[] = { "outboxd http", "-c TimeZone=UTC", "5",
+			    "2", "3", "10000", db->w->conf->database, NULL };
+
+	db->pg = PQconnectStartParams(keys, vals, 1);
+	if (db->pg == NULL || PQstatus(db->pg) == CONNECTION_BAD) {
+		http_db_broken(db, "connect");
+		return;
+	}
+	db->state = HTTP_DB_CONNECTING;
+	http_db_arm(db, HTTP_CONNECT_TIMEOUT_MS);
+	event_assign(db->rev, db->w->base, PQsocket(db->pg), EV_WRITE,
+	    http_db_connect_poll, db);
+	event_add(db->rev, NULL);
+}
+
+/* Append job's statement and a Sync to db's pipeline. */
+static void
+http_db_run(struct http_db *db, struct http_job *job)
+{
+	const char	*values[2];
+	int		 ok;
+
+	TAILQ_INSERT_TAIL(&db->sent, job, entry);
+	if (db->nsent++ == 0)
+		http_db_arm(db, HTTP_QUERY_WATCHDOG_MS);
+	if (job->kind == HTTP_JOB_INSERT) {
+		values[0] = job->in.customer_id;
+		values[1] = job->amount;
+		ok = PQsendQueryPrepared(db->pg, HTTP_STMT_INSERT, 2, values,
+		    NULL, NULL, 0);
+	} else if (job->kind == HTTP_JOB_GET) {
+		values[0] = job->id;
+		ok = PQsendQueryPrepared(db->pg, HTTP_STMT_GET, 1, values,
+		    NULL, NULL, 0);
+	} else
+		ok = PQsendQueryParams(db->pg, http_sql_notify, 0, NULL, NULL,
+		    NULL, NULL, 0);
+	/* PQpipelineSync also pushes the bytes out, as far as the socket
+	 * takes them. */
+	if (!ok || !PQpipelineSync(db->pg)) {
+		http_db_broken(db, "send");
+		return;
+	}
+	http_db_flush(db);
+}
+
+/*
+ * Wake the relays when the schema does not (no trigger calls
+ * outbox_notify()).  A trigger that notifies on every insert costs each
+ * order transaction a database-wide lock at commit, which PostgreSQL
+ * takes for any transaction that queued a NOTIFY, so at most one
+ * NOTIFY per HTTP_NOTIFY_MS goes out from here: the first order after a
+ * quiet spell wakes the relays at once, later ones at the end of the
+ * window.  Sent only after the order's commit, so relays find the row.
+ */
+static void
+http_notify_send(struct http_worker *w)
+{
+	struct http_db	*db, *best = NULL;
+	struct http_job	*job;
+	struct timeval	 tv = http_tv(HTTP_NOTIFY_MS);
+	int		 i;
+
+	w->notify_dirty = 0;
+	event_add(w->notify_ev, &tv);
+	for (i = 0; i < w->ndb; i++) {
+		db = &w->dbs[i];
+		if (db->state == HTTP_DB_READY &&
+		    db->nsent < HTTP_PIPELINE_DEPTH &&
+		    (best == NULL || db->nsent < best->nsent))
+			best = db;
+	}
+	if (best == NULL || (job = http_job_get(w)) == NULL) {
+		w->notify_dirty = 1;	/* at the end of the window */
+		return;
+	}
+	job->kind = HTTP_JOB_NOTIFY;
+	job->req = NULL;
+	http_db_run(best, job);
+}
+
+static void
+http_notify_window(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_worker	*w = arg;
+
+	(void)fd;
+	(void)what;
+	if (w->notify_dirty)
+		http_notify_send(w);
+}
+
+/* An order committed.  The NOTIFY leaves from the loop, never from
+ * inside a connection's result processing. */
+static void
+http_notify(struct http_worker *w)
+{
+	if (!w->notify_self)
+		return;
+	w->notify_dirty = 1;
+	if (!event_pending(w->notify_ev, EV_TIMEOUT, NULL))
+		event_active(w->notify_ev, EV_TIMEOUT, 1);
+}
+
+/* ---- routes ----------------------------------------------------------- */
+
+/* "application/json", any case, parameters allowed (RFC 9110 8.3.1). */
+static int
+http_is_json(const char *v)
+{
+	size_t	n;
+
+	v += strspn(v, " \t");
+	n = strcspn(v, "; \t");
+	if (n != 16 || strncasecmp(v, "application/json", 16) != 0)
+		return 0;
+	v += n;
+	v += strspn(v, " \t");
+	return *v == '\0' || *v == ';';
+}
+
+static void
+http_order_create(struct http_worker *w, struct evhttp_request *req)
+{
+	struct evbuffer		*body = evhttp_request_get_input_buffer(req);
+	size_t			 len = evbuffer_get_length(body);
+	const char		*ct;
+	struct order_error	 oe;
+	struct http_job		*job;
+	char			 msg[128];
+
+	if (len > w->max_body) {
+		snprintf(msg, sizeof(msg), "request body is larger than %zu "
+		    "bytes", w->max_body);
+		http_error(w, req, 413, "body_too_large", msg);
+		return;
+	}
+	ct = evhttp_find_header(evhttp_request_get_input_headers(req),
+	    "Content-Type");
+	if (ct != NULL && !http_is_json(ct)) {
+		http_error(w, req, 415, "unsupported_media_type",
+		    "Content-Type must be application/json");
+		return;
+	}
+	if ((job = http_job_get(w)) == NULL) {
+		http_error(w, req, 503, "out_of_memory", "out of memory");
+		return;
+	}
+	if (order_parse((const char *)evbuffer_pullup(body, -1), len,
+	    &job->in, &oe) == -1) {
+		http_job_put(w, job);
+		http_error(w, req, 400, oe.code, oe.message);
+		return;
+	}
+	snprintf(job->amount, sizeof(job->amount), "%" PRId64,
+	    job->in.amount_cents);
+	job->kind = HTTP_JOB_INSERT;
+	job->req = req;
+	http_job_submit(w, job);
+}
+
+static void
+http_order_get(struct http_worker *w, struct evhttp_request *req,
+    const char *id)
+{
+	struct http_job	*job;
+
+	/* Not an id: no such order, and no reason to ask the database. */
+	if (!order_uuid_valid(id, strlen(id))) {
+		http_error(w, req, 404, "not_found", "no order with this id");
+		return;
+	}
+	if ((job = http_job_get(w)) == NULL) {
+		http_error(w, req, 503, "out_of_memory", "out of memory");
+		return;
+	}
+	memcpy(job->id, id, ORDER_UUID_LEN + 1);
+	job->kind = HTTP_JOB_GET;
+	job->req = req;
+	http_job_submit(w, job);
+}
+
+/* Every request evhttp has read completely comes here. */
+static void
+http_request(struct evhttp_request *req, void *arg)
+{
+	static const char	 ok[] = "{\"status\":\"ok\"}";
+	struct http_worker	*w = arg;
+	const struct evhttp_uri	*uri;
+	const char		*path = NULL;
+	enum evhttp_cmd_type	 m = evhttp_request_get_command(req);
+	int			 get = m == EVHTTP_REQ_GET ||
+				    m == EVHTTP_REQ_HEAD;
+
+	w->inflight++;
+	if ((uri = evhttp_request_get_evhttp_uri(req)) != NULL)
+		path = evhttp_uri_get_path(uri);
+	if (path == NULL)
+		path = "";
+
+	if (strcmp(path, "/orders") == 0) {
+		if (m != EVHTTP_REQ_POST)
+			http_bad_method(w, req, "POST");
+		else
+			http_order_create(w, req);
+	} else if (strncmp(path, "/orders/", 8) == 0 && path[8] != '\0' &&
+	    strchr(path + 8, '/') == NULL) {
+		if (!get)
+			http_bad_method(w, req, "GET, HEAD");
+		else
+			http_order_get(w, req, path + 8);
+	} else if (strcmp(path, "/healthz") == 0) {
+		if (!get)
+			http_bad_method(w, req, "GET, HEAD");
+		else
+			http_send(w, req, 200, ok, sizeof(ok) - 1);
+	} else
+		http_not_found(w, req);
+}
+
+/* ---- the size guard on each connection ------------------------------- */
+
+/* evhttp is done with the connection (or we are): forget it. */
+static void
+http_conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct http_conn	*c = arg;
+
+	(void)evcon;
+	if (c->fix_ev != NULL)
+		event_free(c->fix_ev);
+	evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->in_cb);
+	evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
+	c->w->nconns--;
+	free(c);
+}
+
+/* Hand the connection back to evhttp to be freed; c goes with it. */
+static void
+http_conn_finish(struct http_conn *c)
+{
+	evhttp_connection_free(c->evcon);
+}
+
+static int
+http_conn_linger_over(const struct http_conn *c)
+{
+	struct timespec	now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > c->linger_until.tv_sec ||
+	    (now.tv_sec == c->linger_until.tv_sec &&
+	    now.tv_nsec >= c->linger_until.tv_nsec);
+}
+
+static void
+http_conn_linger_read(struct bufferevent *bev, void *arg)
+{
+	struct http_conn	*c = arg;
+	struct evbuffer		*in = bufferevent_get_input(bev);
+
+	evbuffer_drain(in, evbuffer_get_length(in));
+	if (http_conn_linger_over(c))
+		http_conn_finish(c);
+}
+
+/* The refusal is written: say so with a FIN, keep reading till the
+ * client closes. */
+static void
+http_conn_linger_write(struct bufferevent *bev, void *arg)
+{
+	struct http_conn	*c = arg;
+
+	if (c->eof) {
+		http_conn_finish(c);
+		return;
+	}
+	(void)shutdown(bufferevent_getfd(bev), SHUT_WR);
+}
+
+static void
+http_conn_linger_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct http_conn	*c = arg;
+
+	if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) &&
+	    evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+		c->eof = 1;	/* still writing the answer */
+		return;
+	}
+	http_conn_finish(c);
+}
+
+/*
+ * Take the connection from evhttp and answer it ourselves: the request is
+ * too large or too slow and evhttp's answer would be HTML.  evhttp has not
+ * shown this request to the handler (reading stops while a handler owns
+ * one), so nobody else holds it.
+ */
+static void
+http_conn_refuse(struct http_conn *c, int status, const char *reason,
+    const char *code, const char *message)
+{
+	struct evbuffer	*in = bufferevent_get_input(c->bev);
+	struct evbuffer	*out = bufferevent_get_output(c->bev);
+	struct timeval	 tv = http_tv(HTTP_LINGER_MS);
+	char		*body;
+
+	log_debug("refused a request: %s", code);
+	c->refusing = 1;
+	bufferevent_setcb(c->bev, http_conn_linger_read,
+	    http_conn_linger_write, http_conn_linger_event, c);
+	evbuffer_drain(in, evbuffer_get_length(in));
+	body = order_error_json(code, message);
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n"
+	    "Content-Type: application/json\r\n"
+	    "Content-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n%s", status, reason,
+	    body != NULL ? strlen(body) : 0, body != NULL ? body : "");
+	free(body);
+	clock_gettime(CLOCK_MONOTONIC, &c->linger_until);
+	c->linger_until.tv_sec += HTTP_LINGER_MS / 1000;
+	c->linger_until.tv_nsec += (HTTP_LINGER_MS % 1000) * 1000000L;
+	if (c->linger_until.tv_nsec >= 1000000000L) {
+		c->linger_until.tv_sec++;
+		c->linger_until.tv_nsec -= 1000000000L;
+	}
+	bufferevent_set_timeouts(c->bev, &tv, &tv);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+/* n more bytes of the request being received arrived. */
+static void
+http_conn_count(struct http_conn *c, size_t n)
+{
+	struct http_worker	*w = c->w;
+	time_t			 now = http_now();
+	char			 msg[128];
+
+	if (c->pending == 0)
+		c->started = now;
+	c->pending += n;
+	if (c->pending > w->max_request) {
+		snprintf(msg, sizeof(msg), "request body is larger than %zu "
+		    "bytes", w->max_body);
+		http_conn_refuse(c, 413, "Payload Too Large",
+		    "body_too_large", msg);
+	} else if (now - c->started > HTTP_REQUEST_TIMEOUT_S)
+		http_conn_refuse(c, 408, "Request Timeout",
+		    "request_timeout", "the request took too long to send");
+}
+
+static void
+http_conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct http_conn	*c = arg;
+
+	(void)buf;
+	if (!c->refusing && info->n_added > 0)
+		http_conn_count(c, info->n_added);
+}
+
+/* Code and message for a status evhttp answers on its own. */
+static void
+http_status_error(int status, const char **code, const char **message)
+{
+	switch (status) {
+	case 400:
+		*code = "bad_request";
+		*message = "the request is not valid HTTP";
+		return;
+	case 413:
+		*code = "body_too_large";
+		*message = NULL;	/* says the limit */
+		return;
+	case 417:
+		*code = "expectation_failed";
+		*message = "only Expect: 100-continue is supported";
+		return;
+	case 501:
+		*code = "not_implemented";
+		*message = "this HTTP method is not supported";
+		return;
+	}
+	*code = status < 500 ? "bad_request" : "internal_error";
+	*message = "the request could not be handled";
+}
+
+/*
+ * Runs right after evhttp has queued an error page of its own and before
+ * the loop writes a byte of it (the socket is written only when its write
+ * event fires): swap the page for {"error", "message"} with the same status
+ * line.  evhttp still closes the connection afterwards, as it asked.
+ */
+static void
+http_conn_fix(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_conn	*c = arg;
+	struct evbuffer		*out = bufferevent_get_output(c->bev);
+	struct evbuffer		*keep = NULL;
+	struct evbuffer_ptr	 at;
+	const char		*code, *message;
+	char			 line[128], msg[128], *eol, *body;
+	size_t			 len = evbuffer_get_length(out), n;
+	int			 status;
+
+	(void)fd;
+	(void)what;
+	if (c->refusing || c->fix_from >= len ||
+	    evbuffer_ptr_set(out, &at, c->fix_from, EVBUFFER_PTR_SET) == -1)
+		return;
+	n = evbuffer_copyout_from(out, &at, line, sizeof(line) - 1);
+	line[n == (size_t)-1 ? 0 : n] = '\0';
+	/* "HTTP/1.x NNN Reason\r\n" */
+	if ((eol = strstr(line, "\r\n")) == NULL || eol - line < 13)
+		return;
+	*eol = '\0';
+	status = atoi(line + 9);
+	http_status_error(status, &code, &message);
+	if (message == NULL) {
+		snprintf(msg, sizeof(msg), "request body is larger than %zu "
+		    "bytes", c->w->max_body);
+		message = msg;
+	}
+	if ((body = order_error_json(code, message)) == NULL)
+		return;
+	c->fixing = 1;
+	if (c->fix_from > 0 && ((keep = evbuffer_new()) == NULL ||
+	    evbuffer_remove_buffer(out, keep, c->fix_from) == -1)) {
+		if (keep != NULL)
+			evbuffer_free(keep);
+		c->fixing = 0;
+		free(body);
+		return;
+	}
+	evbuffer_drain(out, evbuffer_get_length(out));
+	evbuffer_add_printf(out, "%s\r\nContent-Type: application/json\r\n"
+	    "Content-Length: %zu\r\nConnection: close\r\n\r\n%s", line,
+	    strlen(body), body);
+	if (keep != NULL) {
+		evbuffer_prepend_buffer(out, keep);
+		evbuffer_free(keep);
+	}
+	c->fixing = 0;
+	free(body);
+	log_debug("answered an evhttp error page in JSON: %d", status);
+}
+
+/* An answer is being written, so the request before it is complete: what
+ * the input holds now is the start of the next one. */
+static void
+http_conn_output(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct http_conn	*c = arg;
+	struct evbuffer_ptr	 at;
+	char			 head[13];
+
+	if (c->refusing || c->fixing || info->n_added == 0)
+		return;
+	c->pending = evbuffer_get_length(bufferevent_get_input(c->bev));
+	if (c->pending > 0)
+		c->started = http_now();
+	/* Our answers go out inside http_send(); anything else starting
+	 * with a status line is evhttp answering on its own: 100 Continue,
+	 * or an HTML error page to replace once it is complete. */
+	if (c->w->replying || c->fix_ev == NULL ||
+	    event_pending(c->fix_ev, EV_TIMEOUT, NULL) ||
+	    evbuffer_ptr_set(buf, &at, info->orig_size, EVBUFFER_PTR_SET) ==
+	    -1 || evbuffer_copyout_from(buf, &at, head, sizeof(head) - 1) !=
+	    sizeof(head) - 1)
+		return;
+	head[sizeof(head) - 1] = '\0';
+	if (strncmp(head, "HTTP/1.", 7) != 0 || head[9] < '4')
+		return;
+	c->fix_from = info->orig_size;
+	event_active(c->fix_ev, EV_TIMEOUT, 1);
+}
+
+/*
+ * First bytes on a new connection.  evhttp has set its callbacks on the
+ * bufferevent by now, with the connection as their argument (libevent 2.1
+ * http.c, evhttp_start_read_): that gives the connection whose close
+ * callback frees the guard.  Connections that never send a byte cost
+ * nothing.
+ */
+static void
+http_conn_first(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct bufferevent	*bev = arg;
+	struct http_conn	*c;
+	bufferevent_data_cb	 rcb, wcb;
+	bufferevent_event_cb	 ecb;
+	void			*cbarg;
+
+	if (info->n_added == 0)
+		return;
+	bufferevent_getcb(bev, &rcb, &wcb, &ecb, &cbarg);
+	if (cbarg == NULL || evhttp_connection_get_bufferevent(cbarg) != bev)
+		return;
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return;		/* try again with the next bytes */
+	c->w = http_self;
+	c->bev = bev;
+	c->evcon = cbarg;
+	c->fix_ev = event_new(c->w->base, -1, 0, http_conn_fix, c);
+	c->in_cb = evbuffer_add_cb(buf, http_conn_input, c);
+	c->out_cb = evbuffer_add_cb(bufferevent_get_output(bev),
+	    http_conn_output, c);
+	if (c->fix_ev == NULL || c->in_cb == NULL || c->out_cb == NULL) {
+		if (c->fix_ev != NULL)
+			event_free(c->fix_ev);
+		if (c->in_cb != NULL)
+			evbuffer_remove_cb_entry(buf, c->in_cb);
+		if (c->out_cb != NULL)
+			evbuffer_remove_cb_entry(bufferevent_get_output(bev),
+			    c->out_cb);
+		free(c);
+		return;
+	}
+	c->w->nconns++;
+	evhttp_connection_set_closecb(c->evcon, http_conn_closed, c);
+	evbuffer_remove_cb(buf, http_conn_first, bev);
+	http_conn_count(c, info->n_added);
+}
+
+/* evhttp_set_bevcb: the bufferevent of each accepted connection. */
+static struct bufferevent *
+http_conn_new(struct event_base *base, void *arg)
+{
+	struct bufferevent	*bev;
+
+	(void)arg;
+	if ((bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE)) ==
+	    NULL)
+		return NULL;
+	if (evbuffer_add_cb(bufferevent_get_input(bev), http_conn_first,
+	    bev) == NULL) {
+		bufferevent_free(bev);
+		return NULL;
+	}
+	return bev;
+}
+
+/* ---- the worker ------------------------------------------------------- */
+
+/* SIGTERM/SIGINT: stop accepting (the other workers go on accepting on
+ * the shared socket), answer what is in hand, then leave the loop. */
+static void
+http_on_stop(void *arg)
+{
+	struct http_worker	*w = arg;
+
+	if (w->stopping)
+		return;
+	w->stopping = 1;
+	/* Disabled, not closed: the other workers go on accepting on the
+	 * shared socket; evhttp_free() closes our duplicate at exit. */
+	if (w->bound != NULL)
+		evconnlistener_disable(evhttp_bound_socket_get_listener(
+		    w->bound));
+	log_info("stopping: %d requests in progress", w->inflight);
+	http_maybe_exit(w);
+}
+
+static void
+http_worker_free(struct http_worker *w)
+{
+	struct http_job	*job;
+	int		 i;
+
+	/* Frees every connection: their guards go with them. */
+	if (w->http != NULL)
+		evhttp_free(w->http);
+	for (i = 0; i < w->ndb && w->dbs != NULL; i++) {
+		struct http_db	*db = &w->dbs[i];
+
+		while ((job = TAILQ_FIRST(&db->sent)) != NULL) {
+			TAILQ_REMOVE(&db->sent, job, entry);
+			free(job);
+		}
+		if (db->rev != NULL)
+			event_del(db->rev);
+		if (db->wev != NULL)
+			event_del(db->wev);
+		if (db->timer != NULL)
+			event_del(db->timer);
+		if (db->pg != NULL)
+			PQfinish(db->pg);
+		if (db->rev != NULL)
+			event_free(db->rev);
+		if (db->wev != NULL)
+			event_free(db->wev);
+		if (db->timer != NULL)
+			event_free(db->timer);
+	}
+	free(w->dbs);
+	if (w->notify_ev != NULL)
+		event_free(w->notify_ev);
+	while ((job = TAILQ_FIRST(&w->queue)) != NULL) {
+		TAILQ_REMOVE(&w->queue, job, entry);
+		free(job);
+	}
+	while ((job = TAILQ_FIRST(&w->spare)) != NULL) {
+		TAILQ_REMOVE(&w->spare, job, entry);
+		free(job);
+	}
+	if (w->base != NULL)
+		event_base_free(w->base);
+	http_self = NULL;
+}
+
+/* Open the pool (blocking, at start only) and begin each setup. */
+static int
+http_worker_db(struct http_worker *w)
+{
+	char	err[1024];
+	int	i;
+
+	w->ndb = w->conf->http.db_connections > 0 ?
+	    w->conf->http.db_connections : 1;
+	if ((w->dbs = calloc(w->ndb, sizeof(*w->dbs))) == NULL) {
+		log_warn("calloc");
+		return -1;
+	}
+	for (i = 0; i < w->ndb; i++) {
+		struct http_db	*db = &w->dbs[i];
+
+		db->w = w;
+		db->index = i;
+		TAILQ_INIT(&db->sent);
+		db->backoff = HTTP_BACKOFF_MIN_MS;
+		db->rev = event_new(w->base, -1, 0, NULL, NULL);
+		db->wev = event_new(w->base, -1, 0, NULL, NULL);
+		db->timer = evtimer_new(w->base, http_db_timer, db);
+		if (db->rev == NULL || db->wev == NULL || db->timer == NULL) {
+			log_warnx("event_new failed");
+			return -1;
+		}
+	}
+	for (i = 0; i < w->ndb; i++) {
+		struct http_db	*db = &w->dbs[i];
+
+		db->pg = db_connect(w->conf->database, "http", err,
+		    sizeof(err));
+		if (db->pg == NULL) {
+			log_error("database: %s", err);
+			return -1;
+		}
+		if (http_db_attach(db) == -1) {
+			log_error("database connection %d: cannot use it: %s",
+			    i, http_pgmsg(PQerrorMessage(db->pg), err,
+			    sizeof(err)));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Run HTTP worker index on the master's listening socket listen_fd
+ * (already listening and non-blocking; shared with the other HTTP
+ * workers, left open for the caller) until SIGTERM/SIGINT and the drain
+ * that follows.  Opens conf->http.db_connections PostgreSQL connections
+ * with db_connect() first.  Returns the exit status: 0 after a graceful
+ * stop, 1 if the worker could not start (no database, no memory), so the
+ * master respawns it with backoff.  Source: libevent 2.1 evhttp and
+ * bufferevent, libpq asynchronous command processing.
+ */
+int
+http_worker_main(struct conf *conf, int listen_fd, int index)
+{
+	struct http_worker	 w;
+	int			 fd;
+
+	log_init("http", index);
+	proc_set_title("outboxd: http %d", index);
+	memset(&w, 0, sizeof(w));
+	w.conf = conf;
+	w.index = index;
+	TAILQ_INIT(&w.queue);
+	TAILQ_INIT(&w.spare);
+	w.max_body = conf->http.max_body_size > 0 ?
+	    (size_t)conf->http.max_body_size : 0;
+	w.max_request = w.max_body + HTTP_HEAD_MAX;
+	http_self = &w;
+
+	if ((w.base = event_base_new()) == NULL) {
+		log_warnx("event_base_new failed");
+		goto fail;
+	}
+	if (proc_worker_signals(w.base, http_on_stop, &w) == -1) {
+		log_warnx("cannot install signal events");
+		goto fail;
+	}
+	if ((w.notify_ev = evtimer_new(w.base, http_notify_window, &w)) ==
+	    NULL) {
+		log_warnx("evtimer_new failed");
+		goto fail;
+	}
+	if (http_worker_db(&w) == -1)
+		goto fail;
+
+	if ((w.http = evhttp_new(w.base)) == NULL) {
+		log_warnx("evhttp_new failed");
+		goto fail;
+	}
+	evhttp_set_gencb(w.http, http_request, &w);
+	evhttp_set_bevcb(w.http, http_conn_new, NULL);
+	evhttp_set_timeout(w.http, HTTP_IO_TIMEOUT_S);
+	evhttp_set_max_body_size(w.http,
+	    (ev_ssize_t)w.max_request + HTTP_BACKSTOP);
+	evhttp_set_default_content_type(w.http, "application/json");
+	/* Every method evhttp knows reaches the handler, which answers 405
+	 * in JSON; evhttp's own 501 would be HTML. */
+	evhttp_set_allowed_methods(w.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+	    EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+	    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT |
+	    EVHTTP_REQ_PATCH);
+	/* evhttp closes the socket it is given (at evhttp_free()); the
+	 * caller's descriptor stays as it was. */
+	if ((fd = fcntl(listen_fd, F_DUPFD_CLOEXEC, 0)) == -1) {
+		log_warn("dup listening socket");
+		goto fail;
+	}
+	if ((w.bound = evhttp_accept_socket_with_handle(w.http, fd)) ==
+	    NULL) {
+		log_warnx("cannot accept on the listening socket");
+		close(fd);
+		goto fail;
+	}
+
+	log_info("serving with %d database connections", w.ndb);
+	if (event_base_dispatch(w.base) == -1) {
+		log_warnx("event loop failed");
+		goto fail;
+	}
+	log_info("stopped");
+	http_worker_free(&w);
+	return 0;
+fail:
+	http_worker_free(&w);
+	return 1;
+}
