@@ -1,11 +1,409 @@
-/* sink_http.c - stub, being written */
+/*
+ * sink_http.c - publish outbox messages as HTTP webhooks signed per the
+ * Standard Webhooks specification (https://www.standardwebhooks.com/):
+ * one POST per message to webhook.url, all of a call started at once.
+ *
+ * The body is the payload byte for byte, identical on every retry, and
+ * webhook-id is the outbox row id, so a receiver can drop duplicates (the
+ * relay delivers at least once).  webhook-timestamp is the time of this
+ * attempt, and the signature covers it: a receiver may refuse old
+ * timestamps to stop replays.
+ *
+ * Outcomes: 2xx = sent; 408, 429, 5xx and every transport error (refused
+ * connection, DNS, TLS, timeout) = retry, honouring Retry-After; any other
+ * answer, 3xx included (redirects are not followed), = rejected for good.
+ * A wrong URL or certificate is an operator's problem that retries give
+ * time to fix; a 4xx is the receiver refusing this very message.
+ *
+ * The secret is never logged, nor is the URL (it may carry a token).
+ */
 #include "config.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "outboxd.h"
+
+#define WEBHOOK_SECRET_PREFIX	"whsec_"
+#define WEBHOOK_KEY_MAX		256	/* bytes of a decoded whsec_ key */
+#define WEBHOOK_ANSWER_MAX	200	/* bytes of an answer kept in errors */
+#define WEBHOOK_DEFAULT_TIMEOUT	10000L	/* ms, if the conf gives none */
+#define WEBHOOK_B64		"ABCDEFGHIJKLMNOPQRSTUVWXYZ" \
+				"abcdefghijklmnopqrstuvwxyz0123456789+/"
+
+struct sink_http_call;
+
+/* One delivery: the argument of its httpc callback. */
+struct sink_http_one {
+	struct sink_http_call	*call;
+	int			 i;		/* index in msgs */
+};
+
+struct sink_http_call {
+	struct outbox_msg	*msgs;
+	int			 n;
+	int			 pending;	/* deliveries not yet done */
+	sink_done_cb		*done;
+	void			*arg;
+	struct sink_http_one	 one[SINK_HTTP_MAX_BATCH];
+};
+
+/*
+ * Decode the base64 after "whsec_" (padding optional) into key.  Returns
+ * the key length, or -1 if the text is not base64, or the key is empty
+ * or longer than keysize.
+ */
+static int
+webhook_key_decode(const char *b64in, unsigned char *key, size_t keysize)
+{
+	char		 b64[WEBHOOK_KEY_MAX * 4 / 3 + 8];
+	size_t		 len = strlen(b64in), pad, i;
+	int		 n;
+
+	/* EVP_DecodeBlock wants the padding, and would skip white space we
+	 * do not accept. */
+	if (len == 0 || len + 3 >= sizeof(b64))
+		return (-1);
+	memcpy(b64, b64in, len);
+	while (len > 0 && b64[len - 1] == '=')
+		len--;
+	if (strspn(b64in, WEBHOOK_B64) < len)
+		return (-1);
+	while (len % 4 != 0)
+		b64[len++] = '=';
+	b64[len] = '\0';
+	for (pad = 0, i = len; i > 0 && b64[i - 1] == '='; i--)
+		pad++;
+	if (pad > 2 || len / 4 * 3 - pad > keysize)
+		return (-1);
+	/* Checks every character; counts the padding as zero bytes. */
+	n = EVP_DecodeBlock(key, (const unsigned char *)b64, (int)len);
+	OPENSSL_cleanse(b64, sizeof(b64));
+	if (n < 0 || (size_t)n < pad || (size_t)n - pad == 0)
+		return (-1);
+	return (n - (int)pad);
+}
+
+int
+webhook_sign(const char *secret, const char *id, int64_t ts,
+    const char *body, size_t len, char *out, size_t outlen)
+{
+	const size_t		 plen = sizeof(WEBHOOK_SECRET_PREFIX) - 1;
+	unsigned char		 key[WEBHOOK_KEY_MAX], mac[EVP_MAX_MD_SIZE];
+	const unsigned char	*k;
+	unsigned int		 maclen = 0;
+	char			*data;
+	int			 keylen, head;
+	size_t			 dlen;
+
+	if (secret == NULL || id == NULL || (body == NULL && len != 0) ||
+	    out == NULL || outlen < WEBHOOK_SIG_LEN + 1)
+		return (-1);
+	if (strncmp(secret, WEBHOOK_SECRET_PREFIX, plen) == 0) {
+		keylen = webhook_key_decode(secret + plen, key, sizeof(key));
+		k = key;
+	} else {
+		/* Any length: HMAC hashes a key longer than a block. */
+		dlen = strlen(secret);
+		keylen = dlen > INT_MAX ? -1 : (int)dlen;
+		k = (const unsigned char *)secret;
+	}
+	if (keylen <= 0)
+		goto fail;
+	/* The signed content: "{id}.{timestamp}.{body}". */
+	head = snprintf(NULL, 0, "%s.%" PRId64 ".", id, ts);
+	if (head < 0 || len > SIZE_MAX - (size_t)head - 1)
+		goto fail;
+	dlen = (size_t)head + len;
+	if ((data = malloc(dlen + 1)) == NULL)
+		goto fail;
+	snprintf(data, (size_t)head + 1, "%s.%" PRId64 ".", id, ts);
+	if (len != 0)
+		memcpy(data + head, body, len);
+	if (HMAC(EVP_sha256(), k, keylen, (const unsigned char *)data, dlen,
+	    mac, &maclen) == NULL || maclen != 32) {
+		free(data);
+		goto fail;
+	}
+	free(data);
+	memcpy(out, "v1,", 3);
+	/* 32 bytes -> 44 characters and a NUL. */
+	EVP_EncodeBlock((unsigned char *)out + 3, mac, (int)maclen);
+	OPENSSL_cleanse(key, sizeof(key));
+	return (0);
+
+fail:
+	OPENSSL_cleanse(key, sizeof(key));
+	return (-1);
+}
+
+enum sink_outcome
+webhook_outcome(long status)
+{
+	if (status >= 200 && status <= 299)
+		return (SINK_SENT);
+	if (status == 0 || status == 408 || status == 429 ||
+	    (status >= 500 && status <= 599))
+		return (SINK_RETRY);
+	return (SINK_REJECTED);
+}
+
+/* The first WEBHOOK_ANSWER_MAX bytes of an answer as one line of
+ * printable ASCII (it ends up in last_error and in logs). */
+static void
+sink_http_answer(const char *body, size_t len, char *buf, size_t size)
+{
+	size_t	i, o = 0;
+
+	if (len > WEBHOOK_ANSWER_MAX)
+		len = WEBHOOK_ANSWER_MAX;
+	for (i = 0; i < len && o + 1 < size; i++) {
+		unsigned char	c = (unsigned char)body[i];
+
+		if (c == '\r' || c == '\n' || c == '\t')
+			c = ' ';
+		else if (c < 0x20 || c >= 0x7f)
+			c = '?';
+		if (c == ' ' && (o == 0 || buf[o - 1] == ' '))
+			continue;
+		buf[o++] = (char)c;
+	}
+	while (o > 0 && buf[o - 1] == ' ')
+		o--;
+	buf[o] = '\0';
+}
+
+/* Append "Name: value" to *list; -1 (list freed) on failure. */
+static int	sink_http_header(struct curl_slist **, const char *, ...)
+		    OUTBOXD_PRINTF(2, 3);
+
+static int
+sink_http_header(struct curl_slist **list, const char *fmt, ...)
+{
+	struct curl_slist	*l;
+	va_list			 ap;
+	char			*s;
+	int			 r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (r == -1) {
+		curl_slist_free_all(*list);
+		*list = NULL;
+		return (-1);
+	}
+	l = curl_slist_append(*list, s);
+	free(s);
+	if (l == NULL) {
+		curl_slist_free_all(*list);
+		*list = NULL;
+		return (-1);
+	}
+	*list = l;
+	return (0);
+}
+
+/* All deliveries of a call are done: one log line for the failures, then
+ * the relay's callback. */
+static void
+sink_http_finish(struct sink_http_call *call)
+{
+	const char	*first = NULL;
+	int		 i, nretry = 0, nrej = 0, nsent = 0;
+
+	for (i = 0; i < call->n; i++) {
+		switch (call->msgs[i].outcome) {
+		case SINK_SENT:
+			nsent++;
+			break;
+		case SINK_RETRY:
+			nretry++;
+			break;
+		case SINK_REJECTED:
+			nrej++;
+			break;
+		}
+		if (call->msgs[i].outcome != SINK_SENT && first == NULL)
+			first = call->msgs[i].error;
+	}
+	if (nretry + nrej > 0)
+		log_warnx("webhook: %d of %d deliveries failed (%d to retry, "
+		    "%d rejected); first: %s", nretry + nrej, call->n, nretry,
+		    nrej, first != NULL ? first : "?");
+	else
+		log_debug("webhook: %d of %d delivered", nsent, call->n);
+	call->done(call->msgs, call->n, call->arg);
+	free(call);
+}
+
+static void
+sink_http_reply(const struct httpc_response *resp, void *arg)
+{
+	struct sink_http_one	*one = arg;
+	struct sink_http_call	*call = one->call;
+	struct outbox_msg	*m = &call->msgs[one->i];
+	char			 answer[WEBHOOK_ANSWER_MAX + 1];
+	int			 r;
+
+	free(m->error);
+	m->error = NULL;
+	m->retry_after = -1;
+	if (resp->curl_code != 0 || resp->status == 0) {
+		m->outcome = SINK_RETRY;
+		r = asprintf(&m->error, "webhook transport error: %s",
+		    resp->curl_error != NULL ? resp->curl_error : "no answer");
+	} else {
+		m->outcome = webhook_outcome(resp->status);
+		if (m->outcome == SINK_RETRY && resp->retry_after >= 0)
+			m->retry_after = resp->retry_after * 1000;
+		if (m->outcome == SINK_SENT)
+			r = 0;
+		else {
+			sink_http_answer(resp->body != NULL ? resp->body : "",
+			    resp->body_len, answer, sizeof(answer));
+			r = asprintf(&m->error, "webhook HTTP %ld%s%s",
+			    resp->status, answer[0] != '\0' ? ": " : "",
+			    answer);
+		}
+	}
+	if (r == -1)
+		m->error = NULL;
+	log_debug("webhook: id=%" PRId64 " HTTP %ld -> %s", m->id,
+	    resp->status, m->outcome == SINK_SENT ? "sent" :
+	    m->outcome == SINK_RETRY ? "retry" : "rejected");
+	if (--call->pending == 0)
+		sink_http_finish(call);
+}
+
+/* Start the delivery of msgs[i]; -1 (with m->error set) if it cannot. */
+static int
+sink_http_start(struct httpc *hc, const struct conf *conf,
+    struct sink_http_call *call, int i, int64_t now)
+{
+	struct outbox_msg	*m = &call->msgs[i];
+	struct curl_slist	*h = NULL;
+	struct httpc_request	 req;
+	char			 id[24], sig[WEBHOOK_SIG_LEN + 1];
+	char			 etype[128];
+	const char		*why;
+	size_t			 len, j;
+
+	snprintf(id, sizeof(id), "%" PRId64, m->id);
+	len = m->payload_len != 0 ? m->payload_len : strlen(m->payload);
+	if (webhook_sign(conf->webhook.secret, id, now, m->payload, len, sig,
+	    sizeof(sig)) == -1) {
+		why = "cannot sign: webhook.secret is empty, or after "
+		    "\"whsec_\" not base64 of 1 to 256 bytes";
+		goto fail;
+	}
+	/* A header value must not break the header block. */
+	snprintf(etype, sizeof(etype), "%s", m->event_type != NULL ?
+	    m->event_type : "");
+	for (j = 0; etype[j] != '\0'; j++)
+		if ((unsigned char)etype[j] < 0x20 ||
+		    (unsigned char)etype[j] >= 0x7f)
+			etype[j] = '?';
+	if (sink_http_header(&h, "Content-Type: application/json") == -1 ||
+	    sink_http_header(&h, "User-Agent: outboxd/%s",
+	    PACKAGE_VERSION) == -1 ||
+	    sink_http_header(&h, "webhook-id: %s", id) == -1 ||
+	    sink_http_header(&h, "webhook-timestamp: %" PRId64, now) == -1 ||
+	    sink_http_header(&h, "webhook-signature: %s", sig) == -1 ||
+	    (etype[0] != '\0' && sink_http_header(&h,
+	    "X-Outbox-Event-Type: %s", etype) == -1) ||
+	    /* No "Expect: 100-continue" round trip for large bodies. */
+	    sink_http_header(&h, "Expect:") == -1) {
+		why = "out of memory";
+		goto fail;
+	}
+
+	memset(&req, 0, sizeof(req));
+	req.url = conf->webhook.url;
+	req.headers = h;		/* httpc frees it, even on failure */
+	req.body = m->payload;
+	req.body_len = len;
+	req.timeout = conf->webhook.timeout > 0 ? conf->webhook.timeout :
+	    WEBHOOK_DEFAULT_TIMEOUT;
+	call->one[i].call = call;
+	call->one[i].i = i;
+	if (httpc_post(hc, &req, sink_http_reply, &call->one[i]) == -1) {
+		why = "could not start the request";
+		goto fail;
+	}
+	return (0);
+
+fail:
+	m->outcome = SINK_RETRY;
+	m->retry_after = -1;
+	free(m->error);
+	if (asprintf(&m->error, "webhook: %s", why) == -1)
+		m->error = NULL;
+	return (-1);
+}
 
 int
 sink_http_publish(struct httpc *hc, const struct conf *conf,
     struct outbox_msg *msgs, int n, sink_done_cb *done, void *arg)
 {
-	(void)hc; (void)conf; (void)msgs; (void)n; (void)done; (void)arg;
-	return -1;
+	struct sink_http_call	*call;
+	const char		*why = NULL;
+	int64_t			 now;
+	int			 i, started = 0;
+
+	if (n < 1 || n > SINK_HTTP_MAX_BATCH) {
+		log_warnx("sink_http_publish: %d messages (1..%d)", n,
+		    SINK_HTTP_MAX_BATCH);
+		return (-1);
+	}
+	if (conf->webhook.url == NULL || conf->webhook.secret == NULL) {
+		log_warnx("sink_http_publish: webhook.url or webhook.secret "
+		    "is not set");
+		return (-1);
+	}
+	if ((call = calloc(1, sizeof(*call))) == NULL) {
+		log_warn("sink_http_publish");
+		return (-1);
+	}
+	call->msgs = msgs;
+	call->n = n;
+	call->done = done;
+	call->arg = arg;
+	/* Held by this function until every delivery is started. */
+	call->pending = 1;
+	now = (int64_t)time(NULL);
+	for (i = 0; i < n; i++) {
+		/* Decided by the relay already (too large): not sent. */
+		if (msgs[i].outcome == SINK_REJECTED)
+			continue;
+		msgs[i].outcome = SINK_RETRY;
+		msgs[i].retry_after = -1;
+		call->pending++;
+		if (sink_http_start(hc, conf, call, i, now) == -1) {
+			call->pending--;
+			why = msgs[i].error;
+		} else
+			started++;
+	}
+	if (started == 0) {
+		log_warnx("webhook: none of %d deliveries could be started: "
+		    "%s", n, why != NULL ? why : "nothing to send");
+		free(call);
+		return (-1);
+	}
+	/* httpc never calls back from inside httpc_post(), so this is not
+	 * the last reference; be safe anyway. */
+	if (--call->pending == 0)
+		sink_http_finish(call);
+	return (0);
 }
