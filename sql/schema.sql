@@ -60,6 +60,12 @@ ALTER TABLE outbox SET (
 -- Wake the relays: one payload-free NOTIFY per inserting statement (not
 -- per row).  It is only a hint; relays also poll, and scan after every
 -- (re)connect because notifications are lost while nobody listens.
+--
+-- A transaction that queued a NOTIFY takes a database-wide lock at commit,
+-- which serialises every such commit.  outboxd's HTTP workers therefore
+-- set outboxd.notify = off on their sessions, so the trigger skips their
+-- inserts, and send one NOTIFY per few milliseconds themselves after the
+-- commit; every other writer of the outbox is woken for by the trigger.
 CREATE OR REPLACE FUNCTION outbox_notify() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -70,7 +76,9 @@ $$;
 
 DROP TRIGGER IF EXISTS outbox_notify ON outbox;
 CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
-	FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
+	FOR EACH STATEMENT
+	WHEN (coalesce(current_setting('outboxd.notify', true), 'on') <> 'off')
+	EXECUTE FUNCTION outbox_notify();
 
 -- Operator switches shared by every relay on every host.
 CREATE TABLE IF NOT EXISTS outbox_control (
@@ -95,10 +103,23 @@ INSERT INTO outbox_control (id) VALUES (1) ON CONFLICT (id) DO NOTHING;
 -- transaction-level advisory lock on each candidate key, and step 2, a new
 -- statement with a new snapshot, re-checks the heads while the locks are
 -- held, so it sees every claim another relay committed on those keys.
+-- created_at is returned for the publish latency metric.  A function's
+-- result type cannot be changed in place: an older version without it
+-- is dropped first, in this transaction.
+DO $$
+BEGIN
+	IF position('created_at' IN coalesce(pg_get_function_result(
+	    to_regprocedure('outbox_claim(bigint,bigint,integer)')), 'created_at'))
+	    = 0 THEN
+		DROP FUNCTION outbox_claim(bigint, bigint, integer);
+	END IF;
+END;
+$$;
+
 CREATE OR REPLACE FUNCTION outbox_claim(p_claim bigint, p_lease_ms bigint,
     p_limit integer)
 RETURNS TABLE (id bigint, event_type text, ordering_key text, payload text,
-    attempts integer)
+    attempts integer, created_at timestamptz)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
 	v_keys	text[];
@@ -144,7 +165,7 @@ BEGIN
 			  AND s.status <> 'sent'))
 		FOR UPDATE SKIP LOCKED)
 	RETURNING o.id, o.event_type, o.ordering_key, o.payload::text,
-	    o.attempts;
+	    o.attempts, o.created_at;
 END;
 $$;
 

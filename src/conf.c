@@ -104,6 +104,19 @@ conf_v_sink(cfg_t *cfg, cfg_opt_t *opt)
 }
 
 static int
+conf_v_logformat(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char	*v = cfg_opt_getnstr(opt, 0);
+
+	if (v == NULL || log_format_parse(v) == -1) {
+		cfg_error(cfg, "log_format = \"%s\": expected \"logfmt\" or "
+		    "\"json\"", v ? v : "");
+		return -1;
+	}
+	return 0;
+}
+
+static int
 conf_v_loglevel(cfg_t *cfg, cfg_opt_t *opt)
 {
 	const char	*v = cfg_opt_getnstr(opt, 0);
@@ -172,6 +185,17 @@ conf_v_listen(cfg_t *cfg, cfg_opt_t *opt)
 	return 0;
 }
 
+/* Like listen, but "" (off) is allowed. */
+static int
+conf_v_admin_listen(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char	*v = cfg_opt_getnstr(opt, 0);
+
+	if (v != NULL && *v == '\0')
+		return 0;
+	return conf_v_listen(cfg, opt);
+}
+
 static int
 conf_v_url(cfg_t *cfg, cfg_opt_t *opt)
 {
@@ -216,6 +240,13 @@ static cfg_opt_t webhook_opts[] = {
 	CFG_END()
 };
 
+/* listen = "" turns the admin API off; so does leaving token unset. */
+static cfg_opt_t admin_opts[] = {
+	CFG_STR("listen", "127.0.0.1:8081", CFGF_NONE),
+	CFG_STR("token", NULL, CFGF_NONE),
+	CFG_END()
+};
+
 static cfg_opt_t consumer_opts[] = {
 	CFG_INT("workers", 1, CFGF_NONE),
 	CFG_INT("wait_time", 20, CFGF_NONE),
@@ -251,6 +282,7 @@ static cfg_opt_t top_opts[] = {
 	CFG_STR("user", NULL, CFGF_NONE),
 	CFG_STR("log_file", NULL, CFGF_NONE),
 	CFG_STR("log_level", "info", CFGF_NONE),
+	CFG_STR("log_format", "logfmt", CFGF_NONE),
 	CFG_SEC("http", http_opts, CFGF_NONE),
 	CFG_SEC("relay", relay_opts, CFGF_NONE),
 	CFG_SEC("consumer", consumer_opts, CFGF_NONE),
@@ -258,6 +290,7 @@ static cfg_opt_t top_opts[] = {
 	CFG_SEC("sqs", sqs_opts, CFGF_NONE),
 	CFG_SEC("dynamodb", dynamodb_opts, CFGF_NONE),
 	CFG_SEC("webhook", webhook_opts, CFGF_NONE),
+	CFG_SEC("admin", admin_opts, CFGF_NONE),
 	CFG_END()
 };
 
@@ -266,7 +299,9 @@ conf_set_validators(cfg_t *cfg)
 {
 	cfg_set_validate_func(cfg, "shutdown_timeout", conf_v_shutdown);
 	cfg_set_validate_func(cfg, "log_level", conf_v_loglevel);
+	cfg_set_validate_func(cfg, "log_format", conf_v_logformat);
 	cfg_set_validate_func(cfg, "http|listen", conf_v_listen);
+	cfg_set_validate_func(cfg, "admin|listen", conf_v_admin_listen);
 	cfg_set_validate_func(cfg, "http|workers", conf_v_workers);
 	cfg_set_validate_func(cfg, "http|max_body_size", conf_v_body);
 	cfg_set_validate_func(cfg, "http|db_connections", conf_v_dbconns);
@@ -437,6 +472,43 @@ conf_endpoint(const char *svc_file, const char *aws_file, const char *svc_env,
 	return s;
 }
 
+/*
+ * The admin API runs when admin.token is set (and listen is not "").  A
+ * listen written in the file without a token is a mistake, not a wish
+ * for an unprotected API: refuse it.
+ */
+#define CONF_TOKEN_MIN	16	/* characters of admin.token at least */
+static int
+conf_fill_admin(cfg_t *a, struct conf *c, char *err, size_t errlen)
+{
+	cfg_opt_t	*lo = cfg_getopt(a, "listen");
+
+	c->admin.listen = conf_strdup_or_null(cfg_getstr(a, "listen"));
+	c->admin.token = conf_strdup_or_null(cfg_getstr(a, "token"));
+	if (c->admin.listen == NULL)
+		return 0;
+	if (conf_split_listen(c->admin.listen, &c->admin.host,
+	    &c->admin.port) == -1) {
+		snprintf(err, errlen, "%s: admin.listen: expected "
+		    "\"host:port\"", c->path);
+		return -1;
+	}
+	if (c->admin.token == NULL && lo != NULL &&
+	    (lo->flags & CFGF_MODIFIED)) {
+		snprintf(err, errlen, "%s: admin.listen is set but admin.token "
+		    "is not: the admin API needs a bearer token (or set "
+		    "listen = \"\" to turn it off)", c->path);
+		return -1;
+	}
+	if (c->admin.token != NULL && strlen(c->admin.token) <
+	    CONF_TOKEN_MIN) {
+		snprintf(err, errlen, "%s: admin.token is shorter than %d "
+		    "characters", c->path, CONF_TOKEN_MIN);
+		return -1;
+	}
+	return 0;
+}
+
 static int
 conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 {
@@ -461,6 +533,9 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->user = conf_strdup_or_null(cfg_getstr(cfg, "user"));
 	c->log_file = conf_strdup_or_null(cfg_getstr(cfg, "log_file"));
 	c->log_level = log_level_parse(cfg_getstr(cfg, "log_level"));
+	c->log_format = log_format_parse(cfg_getstr(cfg, "log_format"));
+	if (conf_fill_admin(cfg_getsec(cfg, "admin"), c, err, errlen) == -1)
+		return -1;
 
 	c->http.listen = strdup(cfg_getstr(h, "listen"));
 	if (c->http.listen == NULL || conf_split_listen(c->http.listen,
@@ -499,6 +574,18 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: relay.sink is \"http\" but "
 		    "webhook.url or webhook.secret is not set", c->path);
 		return -1;
+	}
+	if (c->webhook.secret != NULL) {
+		char	sig[WEBHOOK_SIG_LEN + 1];
+
+		/* Catch a bad "whsec_" key now, not at every delivery. */
+		if (webhook_sign(c->webhook.secret, "0", 0, "", 0, sig,
+		    sizeof(sig)) == -1) {
+			snprintf(err, errlen, "%s: webhook.secret: a \"whsec_\""
+			    " secret must be followed by base64 (at most 256 "
+			    "bytes once decoded)", c->path);
+			return -1;
+		}
 	}
 	if (c->relay.lease <= c->relay.timeout ||
 	    c->relay.lease <= c->webhook.timeout) {
@@ -632,5 +719,12 @@ conf_free(struct conf *c)
 	free(c->dynamodb_table);
 	free(c->webhook.url);
 	free(c->webhook.secret);
+	free(c->admin.listen);
+	free(c->admin.host);
+	free(c->admin.port);
+	if (c->admin.token != NULL) {
+		explicit_bzero(c->admin.token, strlen(c->admin.token));
+		free(c->admin.token);
+	}
 	free(c);
 }

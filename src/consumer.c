@@ -36,6 +36,11 @@
 
 struct consumer;
 
+/* A DynamoDB or SQS that is down fails every message: one line per
+ * LOG_LIMIT_MS for each kind of failure. */
+static struct log_limit	consumer_put_limit;
+static struct log_limit	consumer_delete_limit;
+
 struct consumer_job {
 	struct consumer_batch	*batch;
 	int			 index;
@@ -135,7 +140,8 @@ consumer_deleted(const struct aws_result *res, void *arg)
 	for (i = 0; i < b->n; i++)
 		n += b->jobs[i].done;
 	if (!res->ok) {
-		log_warnx("DeleteMessageBatch of %d messages failed: %s%s%s; "
+		log_limited(&consumer_delete_limit, LOG_LEVEL_WARN,
+		    "DeleteMessageBatch of %d messages failed: %s%s%s; "
 		    "they will be delivered again (their writes are done)", n,
 		    res->error_type != NULL ? res->error_type : "",
 		    res->error_type != NULL ? ": " : "",
@@ -147,11 +153,13 @@ consumer_deleted(const struct aws_result *res, void *arg)
 				if (!b->jobs[i].done)
 					continue;
 				if (errors[k] != NULL)
-					log_warnx("message %s (order %s) not "
-					    "deleted: %s",
-					    b->msgs[i].message_id != NULL ?
-					    b->msgs[i].message_id : "?",
-					    b->jobs[i].order_id, errors[k]);
+					log_limited_kv(&consumer_delete_limit,
+					    LOG_LEVEL_WARN, (const char *[]){
+					    "order_id", b->jobs[i].order_id,
+					    "message_id",
+					    b->msgs[i].message_id, NULL },
+					    "message not deleted: %s",
+					    errors[k]);
 				k++;
 			}
 		}
@@ -215,19 +223,26 @@ consumer_put_done(const struct aws_result *res, void *arg)
 	struct consumer_batch	*b = job->batch;
 	struct sqs_message	*m = &b->msgs[job->index];
 
+	const char		*kv[] = { "order_id", job->order_id,
+				    "message_id", m->message_id, NULL };
+
 	if (res->ok) {
 		job->done = 1;
-		log_debug("order %s fulfilled", job->order_id);
+		metrics_consumer(METRICS_CONSUMER_PROCESSED);
+		log_kv(LOG_LEVEL_DEBUG, kv, "order fulfilled");
+		log_limit_end(&consumer_put_limit, "PutItem");
 	} else if (res->error_type != NULL &&
 	    strcmp(res->error_type, "ConditionalCheckFailedException") == 0) {
 		/* An earlier delivery wrote it. */
 		job->done = 1;
-		log_info("order %s already fulfilled (duplicate delivery)",
-		    job->order_id);
+		metrics_consumer(METRICS_CONSUMER_DUPLICATE);
+		log_kv(LOG_LEVEL_INFO, kv, "order already fulfilled "
+		    "(duplicate delivery)");
 	} else {
-		log_warnx("order %s (message %s): PutItem failed, message "
-		    "left for a later attempt: %s%s%s%s", job->order_id,
-		    m->message_id != NULL ? m->message_id : "?",
+		metrics_consumer(METRICS_CONSUMER_ERROR);
+		log_limited_kv(&consumer_put_limit, LOG_LEVEL_WARN, kv,
+		    "PutItem failed, message left for a later attempt: "
+		    "%s%s%s%s",
 		    res->status == 0 ? "transport: " : "",
 		    res->error_type != NULL ? res->error_type : "",
 		    res->error_type != NULL ? ": " : "",
@@ -268,11 +283,12 @@ consumer_process(struct consumer *c, struct sqs_message *msgs, int n)
 		job->index = i;
 		if (ddb_fulfillment_parse(msgs[i].body, msgs[i].body_len, &f,
 		    err, sizeof err) == -1) {
-			log_error("message %s (received %ld times) cannot be "
-			    "mapped to a fulfillment, left for the dead-letter "
-			    "queue: %s", msgs[i].message_id != NULL ?
-			    msgs[i].message_id : "?", msgs[i].receive_count,
-			    err);
+			metrics_consumer(METRICS_CONSUMER_ERROR);
+			log_kv(LOG_LEVEL_ERROR, (const char *[]){ "message_id",
+			    msgs[i].message_id, NULL }, "message (received %ld "
+			    "times) cannot be mapped to a fulfillment, left "
+			    "for the dead-letter queue: %s",
+			    msgs[i].receive_count, err);
 			continue;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -284,15 +300,18 @@ consumer_process(struct consumer *c, struct sqs_message *msgs, int n)
 		f.order_id = NULL;
 		ddb_fulfillment_clear(&f);
 		if (body == NULL) {
-			log_warnx("order %s: cannot build PutItem",
-			    job->order_id);
+			metrics_consumer(METRICS_CONSUMER_ERROR);
+			log_kv(LOG_LEVEL_WARN, (const char *[]){ "order_id",
+			    job->order_id, NULL }, "cannot build PutItem");
 			continue;
 		}
 		if (aws_call(c->hc, c->conf, AWS_DYNAMODB, "PutItem", body, len,
-		    CONSUMER_WRITE_TIMEOUT, consumer_put_done, job) == -1)
-			log_warnx("order %s: PutItem not started, message left "
-			    "for a later attempt", job->order_id);
-		else
+		    CONSUMER_WRITE_TIMEOUT, consumer_put_done, job) == -1) {
+			metrics_consumer(METRICS_CONSUMER_ERROR);
+			log_kv(LOG_LEVEL_WARN, (const char *[]){ "order_id",
+			    job->order_id, NULL }, "PutItem not started, "
+			    "message left for a later attempt");
+		} else
 			b->pending++;
 		free(body);
 	}

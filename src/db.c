@@ -67,9 +67,14 @@ db_check_schema(struct pg_conn *conn, char *err, size_t errlen)
 	PGresult	*res;
 	int		 ok;
 
+	/* outbox_claim() returns created_at since the publish latency
+	 * metric: an older schema must be applied again. */
 	res = PQexec(conn, "SELECT to_regclass('orders') IS NOT NULL AND "
 	    "to_regclass('outbox') IS NOT NULL AND "
-	    "to_regprocedure('outbox_notify()') IS NOT NULL");
+	    "to_regprocedure('outbox_notify()') IS NOT NULL AND "
+	    "to_regclass('outbox_control') IS NOT NULL AND "
+	    "position('created_at' IN coalesce(pg_get_function_result("
+	    "to_regprocedure('outbox_claim(bigint,bigint,integer)')), '')) > 0");
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, PQresultErrorMessage(res));
 		PQclear(res);
@@ -78,8 +83,8 @@ db_check_schema(struct pg_conn *conn, char *err, size_t errlen)
 	ok = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
 	if (!ok) {
-		snprintf(err, errlen, "the outboxd schema is missing in this "
-		    "database; apply it with: psql \"$DATABASE_URL\" "
+		snprintf(err, errlen, "the outboxd schema is missing or out of "
+		    "date in this database; apply it with: psql \"$DATABASE_URL\" "
 		    "-v ON_ERROR_STOP=1 -f %s/sql/schema.sql (re-running it "
 		    "is harmless)", PKGDATADIR);
 		return -1;

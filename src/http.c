@@ -5,6 +5,8 @@
  *   POST /orders		201, order and outbox rows in one statement
  *   GET  /orders/{id}	200 or 404
  *   GET  /healthz		200 {"status":"ok"}
+ *   GET  /readyz		200 or 503, JSON saying what is wrong (metrics.c)
+ *   GET  /metrics		Prometheus text exposition (metrics.c)
  *
  * Every 4xx/5xx carries {"error": CODE, "message": TEXT}.  Several workers
  * accept on the master's listening socket.  A request never waits on a
@@ -103,17 +105,24 @@ static const char http_sql_get[] =
 static const char http_sql_session[] =
 	"SET statement_timeout = '" HTTP_STATEMENT_TIMEOUT "'";
 
-/* Does the schema wake the relays itself (sql/schema.sql's trigger)? */
+/*
+ * Does a trigger still wake the relays for our inserts?  sql/schema.sql's
+ * trigger skips sessions that set outboxd.notify = off, as ours do (the
+ * connection options), and then this worker notifies, debounced; a
+ * trigger without that condition (an older schema) notifies for us.
+ */
 static const char http_sql_trigger[] =
 	"SELECT EXISTS (SELECT 1 FROM pg_trigger "
 	"WHERE tgrelid = to_regclass('outbox') AND tgenabled <> 'D' "
-	"AND tgfoid = to_regprocedure('outbox_notify()'))";
+	"AND tgfoid = to_regprocedure('outbox_notify()') "
+	"AND pg_get_triggerdef(oid) NOT LIKE '%outboxd.notify%')";
 
 static const char http_sql_notify[] = "NOTIFY " OUTBOX_CHANNEL;
 
 struct http_worker;
 
-enum http_job_kind { HTTP_JOB_INSERT, HTTP_JOB_GET, HTTP_JOB_NOTIFY };
+enum http_job_kind { HTTP_JOB_INSERT, HTTP_JOB_GET, HTTP_JOB_NOTIFY,
+	HTTP_JOB_STATS };
 
 /* A request waiting for, or using, a database connection (req is NULL
  * for our own NOTIFY). */
@@ -124,6 +133,7 @@ struct http_job {
 	struct order_input	 in;
 	char			 amount[24];
 	char			 id[ORDER_UUID_LEN + 1];
+	int			 route;		/* HTTP_JOB_STATS: which */
 };
 TAILQ_HEAD(http_jobq, http_job);
 
@@ -206,11 +216,28 @@ static struct http_worker	*http_self;
 /* Responses are built here: one request is answered at a time. */
 static char			 http_out[ORDER_JSON_MAX];
 
+/*
+ * Route and start of every request a handler holds, for the metrics:
+ * evhttp 2.1 gives a request no user pointer, so they are found by the
+ * request's address (open addressing, linear probing, deletion by
+ * backward shift).  A full table only loses durations and counts, never
+ * a request.
+ */
+#define HTTP_TIMING_SLOTS	8192		/* a power of two */
+struct http_timing {
+	const struct evhttp_request	*req;
+	uint64_t			 t0;	/* us, monotonic */
+	int				 route;
+};
+static struct http_timing	 http_timings[HTTP_TIMING_SLOTS];
+
 static void	http_db_run(struct http_db *, struct http_job *);
 static void	http_db_broken(struct http_db *, const char *);
 static void	http_db_setup_next(struct http_db *);
 static void	http_db_connect(struct http_db *);
 static void	http_notify(struct http_worker *);
+static void	http_stats_reply(struct http_worker *, struct evhttp_request *,
+		    int, const char *);
 
 static time_t
 http_now(void)
@@ -229,6 +256,86 @@ http_tv(long ms)
 	tv.tv_sec = ms / 1000;
 	tv.tv_usec = (ms % 1000) * 1000;
 	return tv;
+}
+
+/* ---- request metrics -------------------------------------------------- */
+
+static uint64_t
+http_now_us(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static size_t
+http_timing_slot(const struct evhttp_request *req)
+{
+	uint64_t	p = (uint64_t)(uintptr_t)req;
+
+	/* Fibonacci hashing of the address: the top 13 bits. */
+	return (size_t)((p * UINT64_C(0x9e3779b97f4a7c15)) >> 51) &
+	    (HTTP_TIMING_SLOTS - 1);
+}
+
+static void
+http_timing_start(const struct evhttp_request *req, int route)
+{
+	size_t	i = http_timing_slot(req), n;
+
+	for (n = 0; n < HTTP_TIMING_SLOTS; n++) {
+		if (http_timings[i].req == NULL || http_timings[i].req == req) {
+			http_timings[i].req = req;
+			http_timings[i].t0 = http_now_us();
+			http_timings[i].route = route;
+			return;
+		}
+		i = (i + 1) & (HTTP_TIMING_SLOTS - 1);
+	}
+}
+
+/* Count req's answer (status code) with its route and duration. */
+static void
+http_timing_end(const struct evhttp_request *req, int code)
+{
+	size_t	i = http_timing_slot(req), j, k, n;
+
+	for (n = 0; http_timings[i].req != req; n++) {
+		if (http_timings[i].req == NULL || n == HTTP_TIMING_SLOTS)
+			return;
+		i = (i + 1) & (HTTP_TIMING_SLOTS - 1);
+	}
+	metrics_http_request(http_timings[i].route, code,
+	    http_now_us() - http_timings[i].t0);
+	/* Move later entries of the probe run into the hole. */
+	for (j = i;;) {
+		j = (j + 1) & (HTTP_TIMING_SLOTS - 1);
+		if (http_timings[j].req == NULL)
+			break;
+		k = http_timing_slot(http_timings[j].req);
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;	/* its home is between: it stays */
+		http_timings[i] = http_timings[j];
+		i = j;
+	}
+	http_timings[i].req = NULL;
+}
+
+static int
+http_route(const char *path)
+{
+	if (strcmp(path, "/orders") == 0)
+		return METRICS_ROUTE_ORDERS;
+	if (strncmp(path, "/orders/", 8) == 0)
+		return METRICS_ROUTE_ORDER;
+	if (strcmp(path, "/healthz") == 0)
+		return METRICS_ROUTE_HEALTHZ;
+	if (strcmp(path, "/readyz") == 0)
+		return METRICS_ROUTE_READYZ;
+	if (strcmp(path, "/metrics") == 0)
+		return METRICS_ROUTE_METRICS;
+	return METRICS_ROUTE_OTHER;
 }
 
 /* ---- answering ------------------------------------------------------- */
@@ -269,9 +376,12 @@ http_send(struct http_worker *w, struct evhttp_request *req, int code,
 	struct evkeyvalq	*h = evhttp_request_get_output_headers(req);
 
 	if (body != NULL) {
-		evhttp_add_header(h, "Content-Type", "application/json");
+		if (evhttp_find_header(h, "Content-Type") == NULL)
+			evhttp_add_header(h, "Content-Type",
+			    "application/json");
 		evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
 	}
+	http_timing_end(req, code);
 	/* Clients go to another worker from now on. */
 	if (w->stopping)
 		evhttp_add_header(h, "Connection", "close");
@@ -509,6 +619,11 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 	int			 n;
 
 	job->req = NULL;
+	if (job->kind == HTTP_JOB_STATS) {
+		metrics_outbox_store(res);
+		http_stats_reply(w, req, job->route, NULL);
+		return;
+	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		http_db_log_result(db, res);
 		http_unavailable(w, req);
@@ -826,7 +941,8 @@ http_db_connect(struct http_db *db)
 			    "keepalives_idle", "keepalives_interval",
 			    "keepalives_count", "tcp_user_timeout", "dbname",
 			    NULL };
-	const char	*vals[] = { "outboxd http", "-c TimeZone=UTC", "5",
+	const char	*vals[] = { "outboxd http",
+			    "-c TimeZone=UTC -c outboxd.notify=off", "5",
 			    "2", "3", "10000", db->w->conf->database, NULL };
 
 	db->pg = PQconnectStartParams(keys, vals, 1);
@@ -860,7 +976,10 @@ http_db_run(struct http_db *db, struct http_job *job)
 		values[0] = job->id;
 		ok = PQsendQueryPrepared(db->pg, HTTP_STMT_GET, 1, values,
 		    NULL, NULL, 0);
-	} else
+	} else if (job->kind == HTTP_JOB_STATS)
+		ok = PQsendQueryParams(db->pg, metrics_outbox_sql, 0, NULL,
+		    NULL, NULL, NULL, 0);
+	else
 		ok = PQsendQueryParams(db->pg, http_sql_notify, 0, NULL, NULL,
 		    NULL, NULL, 0);
 	/* PQpipelineSync also pushes the bytes out, as far as the socket
@@ -1008,6 +1127,64 @@ http_order_get(struct http_worker *w, struct evhttp_request *req,
 	http_job_submit(w, job);
 }
 
+/*
+ * GET /metrics and GET /readyz: the counters are in shared memory; the
+ * outbox figures behind them are read again (one statement through the
+ * pipeline, like an order) when older than METRICS_CACHE_MS.  With no
+ * database connection up, /metrics still answers (last known figures,
+ * outboxd_database_up 0) and /readyz says why it is not ready.
+ */
+static void
+http_stats_reply(struct http_worker *w, struct evhttp_request *req,
+    int route, const char *db_down)
+{
+	struct evkeyvalq	*h = evhttp_request_get_output_headers(req);
+	char			*text;
+	size_t			 len;
+	int			 code;
+
+	evhttp_add_header(h, "Cache-Control", "no-store");
+	if (route == METRICS_ROUTE_METRICS) {
+		if ((text = metrics_render(&len)) == NULL) {
+			http_error(w, req, 503, "out_of_memory",
+			    "out of memory");
+			return;
+		}
+		evhttp_add_header(h, "Content-Type", METRICS_CONTENT_TYPE);
+		http_send(w, req, 200, text, len);
+		free(text);
+		return;
+	}
+	if ((code = metrics_ready(http_out, sizeof(http_out), db_down,
+	    &len)) == -1) {
+		http_error(w, req, 503, "internal_error", "readiness");
+		return;
+	}
+	http_send(w, req, code, http_out, len);
+}
+
+static void
+http_stats(struct http_worker *w, struct evhttp_request *req, int route)
+{
+	struct http_job	*job;
+
+	if (w->nup == 0) {
+		metrics_outbox_down("no connection to PostgreSQL "
+		    "(reconnecting)");
+		http_stats_reply(w, req, route, "no connection to PostgreSQL "
+		    "(reconnecting)");
+		return;
+	}
+	if (metrics_outbox_fresh() || (job = http_job_get(w)) == NULL) {
+		http_stats_reply(w, req, route, NULL);
+		return;
+	}
+	job->kind = HTTP_JOB_STATS;
+	job->route = route;
+	job->req = req;
+	http_job_submit(w, job);
+}
+
 /* Every request evhttp has read completely comes here. */
 static void
 http_request(struct evhttp_request *req, void *arg)
@@ -1025,6 +1202,7 @@ http_request(struct evhttp_request *req, void *arg)
 		path = evhttp_uri_get_path(uri);
 	if (path == NULL)
 		path = "";
+	http_timing_start(req, http_route(path));
 
 	if (strcmp(path, "/orders") == 0) {
 		if (m != EVHTTP_REQ_POST)
@@ -1042,6 +1220,12 @@ http_request(struct evhttp_request *req, void *arg)
 			http_bad_method(w, req, "GET, HEAD");
 		else
 			http_send(w, req, 200, ok, sizeof(ok) - 1);
+	} else if (strcmp(path, "/readyz") == 0 ||
+	    strcmp(path, "/metrics") == 0) {
+		if (!get)
+			http_bad_method(w, req, "GET, HEAD");
+		else
+			http_stats(w, req, http_route(path));
 	} else
 		http_not_found(w, req);
 }

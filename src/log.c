@@ -1,8 +1,11 @@
 /*
- * log.c - one line per event in logfmt (key=value), with time (RFC 3339,
- * UTC), level, role and pid, so lines from every process can be merged.
+ * log.c - one line per event in logfmt (key=value), or one JSON object
+ * per line with log_format = json, with time (RFC 3339, UTC, ms), level,
+ * role and pid, so lines from every process can be merged; then msg, then
+ * the line's own fields (log_kv: outbox_id=, order_id=, ...).
  * log_warn/fatal append strerror(errno); log_warnx/fatalx do not (as in
- * OpenBSD daemons).
+ * OpenBSD daemons).  log_limited() keeps a failing broker from flooding
+ * the log: one line per LOG_LIMIT_MS, with a count of those held back.
  */
 #include "config.h"
 
@@ -19,11 +22,13 @@
 
 static char	 log_role[32] = "outboxd";
 static int	 log_level = LOG_LEVEL_INFO;
+static int	 log_format = LOG_FORMAT_LOGFMT;
 static int	 log_fd = STDERR_FILENO;
 static char	*log_path;		/* NULL = stderr */
 static unsigned	 saved_write_errors;
 
 static const char *const log_names[] = { "debug", "info", "warn", "error" };
+static const char *const log_formats[] = { "logfmt", "json" };
 
 void
 log_init(const char *role, int index)
@@ -38,6 +43,25 @@ void
 log_set_level(int level)
 {
 	log_level = level;
+}
+
+void
+log_set_format(int format)
+{
+	log_format = format == LOG_FORMAT_JSON ? LOG_FORMAT_JSON :
+	    LOG_FORMAT_LOGFMT;
+}
+
+int
+log_format_parse(const char *s)
+{
+	size_t	i;
+
+	for (i = 0; s != NULL && i < sizeof(log_formats) /
+	    sizeof(log_formats[0]); i++)
+		if (strcmp(s, log_formats[i]) == 0)
+			return (int)i;
+	return -1;
 }
 
 int
@@ -107,35 +131,209 @@ log_quote(char *buf, size_t off, size_t len, const char *s)
 	return off;
 }
 
-static void
-log_vwrite(int level, int with_errno, const char *fmt, va_list ap)
+/* Append s to buf as a JSON string, quoted and escaped. */
+static size_t
+log_json(char *buf, size_t off, size_t len, const char *s)
 {
-	char		 msg[2048], line[4096];
+	if (off + 1 < len)
+		buf[off++] = '"';
+	for (; *s != '\0' && off + 8 < len; s++) {
+		unsigned char	c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\') {
+			buf[off++] = '\\';
+			buf[off++] = (char)c;
+		} else if (c == '\n') {
+			buf[off++] = '\\';
+			buf[off++] = 'n';
+		} else if (c < 0x20 || c == 0x7f)
+			off += snprintf(buf + off, len - off, "\\u%04x", c);
+		else
+			buf[off++] = (char)c;
+	}
+	if (off + 1 < len)
+		buf[off++] = '"';
+	return off;
+}
+
+/* A logfmt value needs quotes unless it is a plain word. */
+static int
+log_bare(const char *s)
+{
+	if (*s == '\0')
+		return 0;
+	for (; *s != '\0'; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		    (*s >= '0' && *s <= '9') || strchr("-_.:/@+", *s) != NULL))
+			return 0;
+	return 1;
+}
+
+/* Append one field: key=value (logfmt) or ,"key":"value" (json). */
+static size_t
+log_field(char *buf, size_t off, size_t len, const char *key,
+    const char *value)
+{
+	size_t	n;
+
+	if (log_format == LOG_FORMAT_JSON) {
+		if (off + 1 < len)
+			buf[off++] = ',';
+		off = log_json(buf, off, len, key);
+		if (off + 1 < len)
+			buf[off++] = ':';
+		return log_json(buf, off, len, value);
+	}
+	if (off + 1 < len)
+		buf[off++] = ' ';
+	n = strlen(key);
+	if (off + n + 1 < len) {
+		memcpy(buf + off, key, n);
+		off += n;
+		buf[off++] = '=';
+	}
+	if (log_bare(value)) {
+		n = strlen(value);
+		if (off + n < len) {
+			memcpy(buf + off, value, n);
+			off += n;
+		}
+		return off;
+	}
+	return log_quote(buf, off, len, value);
+}
+
+static void
+log_vwrite_kv(int level, int with_errno, const char *const *kv,
+    const char *suffix, const char *fmt, va_list ap)
+{
+	char		 msg[2048], line[4096], t[40], pid[24];
 	struct timeval	 tv;
 	struct tm	 tm;
-	size_t		 off;
+	size_t		 off, n;
 	int		 saved = errno;
 
 	if (level < log_level)
 		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	if (with_errno) {
-		size_t	n = strlen(msg);
-
-		snprintf(msg + n, sizeof(msg) - n, ": %s", strerror(saved));
-	}
+	n = strlen(msg);
+	if (with_errno)
+		n += snprintf(msg + n, sizeof(msg) - n, ": %s",
+		    strerror(saved));
+	if (suffix != NULL && n < sizeof(msg))
+		snprintf(msg + n, sizeof(msg) - n, "%s", suffix);
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
-	off = strftime(line, sizeof(line), "time=%Y-%m-%dT%H:%M:%S", &tm);
-	off += snprintf(line + off, sizeof(line) - off,
-	    ".%03ldZ level=%s role=%s pid=%ld msg=", (long)tv.tv_usec / 1000,
-	    log_names[level], log_role, (long)getpid());
-	off = log_quote(line, off, sizeof(line) - 1, msg);
+	n = strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(t + n, sizeof(t) - n, ".%03ldZ", (long)tv.tv_usec / 1000);
+	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	/* Room for the newline (and the closing brace) is kept. */
+	if (log_format == LOG_FORMAT_JSON) {
+		off = snprintf(line, sizeof(line), "{\"time\":\"%s\","
+		    "\"level\":\"%s\",\"role\":", t, log_names[level]);
+		off = log_json(line, off, sizeof(line) - 2, log_role);
+		off += snprintf(line + off, sizeof(line) - off,
+		    ",\"pid\":%s,\"msg\":", pid);
+		off = log_json(line, off, sizeof(line) - 2, msg);
+	} else {
+		off = snprintf(line, sizeof(line), "time=%s level=%s role=%s "
+		    "pid=%s msg=", t, log_names[level], log_role, pid);
+		off = log_quote(line, off, sizeof(line) - 2, msg);
+	}
+	for (; kv != NULL && kv[0] != NULL; kv += 2)
+		if (kv[1] != NULL)
+			off = log_field(line, off, sizeof(line) - 2, kv[0],
+			    kv[1]);
+	if (log_format == LOG_FORMAT_JSON)
+		line[off++] = '}';
 	line[off++] = '\n';
 	/* One write(2) per line keeps lines from several processes whole. */
 	if (write(log_fd, line, off) == -1)
 		saved_write_errors++;	/* nowhere left to report it */
 	errno = saved;
+}
+
+static void
+log_vwrite(int level, int with_errno, const char *fmt, va_list ap)
+{
+	log_vwrite_kv(level, with_errno, NULL, NULL, fmt, ap);
+}
+
+void
+log_kv(int level, const char *const *kv, const char *fmt, ...)
+{
+	va_list	ap;
+
+	va_start(ap, fmt);
+	log_vwrite_kv(level, 0, kv, NULL, fmt, ap);
+	va_end(ap);
+}
+
+static long long
+log_now_ms(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether rl lets a line through now; if so, the suffix that counts the
+ * lines held back since the last one. */
+static int
+log_limit_pass(struct log_limit *rl, char *suffix, size_t len)
+{
+	long long	now = log_now_ms();
+
+	suffix[0] = '\0';
+	if (rl->next != 0 && now < rl->next) {
+		rl->suppressed++;
+		return 0;
+	}
+	if (rl->suppressed > 0)
+		snprintf(suffix, len, " (repeated %u times)", rl->suppressed);
+	rl->suppressed = 0;
+	rl->next = now + LOG_LIMIT_MS;
+	return 1;
+}
+
+void
+log_limited(struct log_limit *rl, int level, const char *fmt, ...)
+{
+	va_list	ap;
+	char	suffix[48];
+
+	if (level < log_level || !log_limit_pass(rl, suffix, sizeof(suffix)))
+		return;
+	va_start(ap, fmt);
+	log_vwrite_kv(level, 0, NULL, suffix, fmt, ap);
+	va_end(ap);
+}
+
+void
+log_limited_kv(struct log_limit *rl, int level, const char *const *kv,
+    const char *fmt, ...)
+{
+	va_list	ap;
+	char	suffix[48];
+
+	if (level < log_level || !log_limit_pass(rl, suffix, sizeof(suffix)))
+		return;
+	va_start(ap, fmt);
+	log_vwrite_kv(level, 0, kv, suffix, fmt, ap);
+	va_end(ap);
+}
+
+void
+log_limit_end(struct log_limit *rl, const char *what)
+{
+	if (rl->next == 0)
+		return;
+	if (rl->suppressed > 0)
+		log_info("%s works again; %u more failure line(s) were not "
+		    "logged", what, rl->suppressed);
+	rl->next = 0;
+	rl->suppressed = 0;
 }
 
 #define LOG_FUNC(name, level, with_errno)				\

@@ -138,7 +138,7 @@ main(int argc, char **argv)
 	const char	*path = MAIN_DEFAULT_CONF;
 	char		 err[1024];
 	sigset_t	 set;
-	int		 ch, test = 0, listen_fd = -1, rv;
+	int		 ch, test = 0, listen_fd = -1, admin_fd = -1, rv;
 
 	/* Hold the master's signals until its loop can handle them: one
 	 * that arrives during start-up is delivered then, not lost, and
@@ -184,6 +184,7 @@ main(int argc, char **argv)
 		return 0;
 	}
 	log_set_level(conf->log_level);
+	log_set_format(conf->log_format);
 	if (conf->log_file != NULL && log_open(conf->log_file) == -1) {
 		log_warn("log_file %s", conf->log_file);
 		return OUTBOXD_EX_CONFIG;
@@ -192,6 +193,10 @@ main(int argc, char **argv)
 		return OUTBOXD_EX_CONFIG;
 	if (conf->http.workers > 0 &&
 	    (listen_fd = main_listen(conf->http.host, conf->http.port)) == -1)
+		return 1;
+	/* The admin API: its own socket, bound only when it is on. */
+	if (conf->admin.listen != NULL && conf->admin.token != NULL &&
+	    (admin_fd = main_listen(conf->admin.host, conf->admin.port)) == -1)
 		return 1;
 	if (conf->pidfile != NULL && main_write_pidfile(conf->pidfile) == -1) {
 		log_warn("pidfile %s", conf->pidfile);
@@ -202,7 +207,7 @@ main(int argc, char **argv)
 
 	/* The pidfile path outlives conf, which reloads may replace. */
 	path = conf->pidfile != NULL ? strdup(conf->pidfile) : NULL;
-	rv = master_run(conf, listen_fd);
+	rv = master_run(conf, listen_fd, admin_fd);
 	if (path != NULL && unlink(path) == -1 && errno != ENOENT)
 		log_warn("unlink %s", path);
 	return rv;

@@ -7,7 +7,8 @@
  * that exits with OUTBOXD_EX_CONFIG is not respawned; too many crashes in
  * a window stop the master (systemd decides what next).  A reload parses
  * the file into a new configuration, starts a new generation of slots and
- * then drains the old one, as nginx does.  Signals (PostgreSQL/PgBouncer
+ * then drains the old one, as nginx does; a generation runs at least a
+ * second before a reload retires it.  Signals (PostgreSQL/PgBouncer
  * meanings): TERM/INT graceful stop, a second TERM or QUIT immediate stop,
  * HUP reload, USR1 reopen logs.
  */
@@ -35,10 +36,12 @@
 #define MASTER_CRASH_WINDOW	60000		/* ms */
 #define MASTER_CRASH_LIMIT	30		/* crashes per window, all slots */
 #define MASTER_SLOT_FAILURES	8		/* crashes in a row, one slot */
+#define MASTER_RELOAD_MIN	1000		/* ms a generation runs at least */
 #define MASTER_MAX_SLOTS	512
 
-enum role { ROLE_HTTP, ROLE_RELAY, ROLE_CONSUMER };
-static const char *const role_names[] = { "http", "relay", "consumer" };
+enum role { ROLE_HTTP, ROLE_RELAY, ROLE_CONSUMER, ROLE_ADMIN };
+static const char *const role_names[] = { "http", "relay", "consumer",
+	"admin" };
 
 struct slot {
 	enum role	 role;
@@ -46,6 +49,7 @@ struct slot {
 	int		 generation;
 	pid_t		 pid;		/* 0 = not running */
 	int		 retiring;	/* old generation: never respawn */
+	int		 told;		/* SIGTERM sent to this child */
 	int		 disabled;	/* exited with EX_CONFIG */
 	long		 delay;		/* next respawn delay, ms */
 	int		 failures;	/* crashes since it last stayed up */
@@ -57,6 +61,7 @@ struct master {
 	struct event_base	*base;
 	struct conf		*conf;
 	int			 listen_fd;
+	int			 admin_fd;	/* -1: admin API off */
 	int			 generation;
 	int			 stopping;	/* 1 graceful, 2 immediate */
 	struct slot		*slots[MASTER_MAX_SLOTS];
@@ -65,6 +70,8 @@ struct master {
 	int			 ncrash;
 	int			 exit_status;
 	struct event		*stop_timer;
+	long long		 gen_started;	/* ms, newest generation */
+	struct event		*reload_timer;	/* a held reload */
 };
 
 static long long
@@ -112,8 +119,25 @@ master_workers(const struct conf *c, enum role r)
 		return c->relay.workers;
 	case ROLE_CONSUMER:
 		return c->consumer.workers;
+	case ROLE_ADMIN:
+		return c->admin.listen != NULL && c->admin.token != NULL;
 	}
 	return 0;
+}
+
+/* Readiness (GET /readyz) and metrics: how many workers of the current
+ * generation run, out of how many the configuration asks for. */
+static void
+master_count_up(struct master *m)
+{
+	int	i, up = 0, want = 0;
+
+	for (i = 0; i < m->nslots; i++)
+		if (!m->slots[i]->retiring && m->slots[i]->pid != 0)
+			up++;
+	for (i = ROLE_HTTP; i <= ROLE_ADMIN; i++)
+		want += master_workers(m->conf, (enum role)i);
+	metrics_set_workers(up, want);
 }
 
 /* In the child: forget the master's loop and signal handling, arrange to
@@ -143,6 +167,8 @@ master_child(struct master *m, struct slot *s, const sigset_t *oldmask)
 
 	if (s->role != ROLE_HTTP && m->listen_fd != -1)
 		close(m->listen_fd);
+	if (s->role != ROLE_ADMIN && m->admin_fd != -1)
+		close(m->admin_fd);
 	switch (s->role) {
 	case ROLE_HTTP:
 		rv = http_worker_main(m->conf, m->listen_fd, s->index);
@@ -152,6 +178,9 @@ master_child(struct master *m, struct slot *s, const sigset_t *oldmask)
 		break;
 	case ROLE_CONSUMER:
 		rv = consumer_main(m->conf, s->index);
+		break;
+	case ROLE_ADMIN:
+		rv = admin_http_main(m->conf, m->admin_fd);
 		break;
 	}
 	exit(rv);
@@ -176,9 +205,11 @@ master_spawn(struct master *m, struct slot *s)
 		return -1;
 	}
 	s->pid = pid;
+	s->told = 0;
 	s->started = master_now();
 	log_info("started %s %d pid=%ld generation=%d", role_names[s->role],
 	    s->index, (long)pid, s->generation);
+	master_count_up(m);
 	return 0;
 }
 
@@ -209,6 +240,8 @@ master_respawn(evutil_socket_t fd, short what, void *arg)
 		return;
 	if (master_spawn(master_self, s) == -1)
 		master_schedule(master_self, s);
+	else
+		metrics_worker_restart(role_names[s->role]);
 }
 
 static void
@@ -274,6 +307,7 @@ master_reaped(struct master *m, pid_t pid, int status)
 		return;
 	}
 	s->pid = 0;
+	master_count_up(m);
 	crash = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	if (m->stopping || s->retiring) {
 		log_info("%s %d pid=%ld %s", role_names[s->role], s->index,
@@ -360,6 +394,27 @@ master_signal_all(struct master *m, int sig, int retiring_only)
 			kill(m->slots[i]->pid, sig);
 }
 
+/*
+ * Ask workers to drain (retiring_only: the old generations only).  Each
+ * child gets SIGTERM once: to a worker a second one means "stop now"
+ * (proc.c), and one still draining after an earlier reload must be let
+ * finish the requests and batches in its hands.
+ */
+static void
+master_drain(struct master *m, int retiring_only)
+{
+	struct slot	*s;
+	int		 i;
+
+	for (i = 0; i < m->nslots; i++) {
+		s = m->slots[i];
+		if (s->pid == 0 || s->told || (retiring_only && !s->retiring))
+			continue;
+		kill(s->pid, SIGTERM);
+		s->told = 1;
+	}
+}
+
 static void
 master_stop_timeout(evutil_socket_t fd, short what, void *arg)
 {
@@ -377,12 +432,13 @@ static int
 master_add_generation(struct master *m)
 {
 	static const enum role	 roles[] = { ROLE_HTTP, ROLE_RELAY,
-				    ROLE_CONSUMER };
+				    ROLE_CONSUMER, ROLE_ADMIN };
 	struct slot		*s;
 	size_t			 r;
 	int			 i, n;
 
 	m->generation++;
+	m->gen_started = master_now();
 	for (r = 0; r < sizeof(roles) / sizeof(roles[0]); r++) {
 		n = master_workers(m->conf, roles[r]);
 		for (i = 0; i < n; i++) {
@@ -415,6 +471,7 @@ master_reload(struct master *m)
 	if (conf_load(m->conf->path, &nc, err, sizeof(err)) == -1) {
 		log_error("reload failed, keeping the running configuration: "
 		    "%s", err);
+		metrics_reload(0);
 		master_sd_notify("READY=1");
 		return;
 	}
@@ -433,12 +490,27 @@ master_reload(struct master *m)
 	if ((nc->user == NULL) != (m->conf->user == NULL) ||
 	    (nc->user != NULL && strcmp(nc->user, m->conf->user) != 0))
 		log_warnx("user changed: needs a restart, not applied");
+	if ((nc->admin.listen == NULL) != (m->conf->admin.listen == NULL) ||
+	    (nc->admin.listen != NULL && strcmp(nc->admin.listen,
+	    m->conf->admin.listen) != 0))
+		log_warnx("admin.listen changed: needs a restart, not applied");
+	if (m->admin_fd == -1 && nc->admin.token != NULL) {
+		if (nc->admin.listen != NULL)
+			log_warnx("admin API turned on: needs a restart (no "
+			    "socket was bound at start), not applied");
+		free(nc->admin.token);
+		nc->admin.token = NULL;
+	}
 	/* Keep what cannot change without a restart. */
+	free(nc->admin.listen);
+	nc->admin.listen = m->conf->admin.listen != NULL ?
+	    strdup(m->conf->admin.listen) : NULL;
 	free(nc->http.listen);
 	nc->http.listen = strdup(m->conf->http.listen);
 	free(nc->user);
 	nc->user = m->conf->user ? strdup(m->conf->user) : NULL;
 	log_set_level(nc->log_level);
+	log_set_format(nc->log_format);
 	if ((nc->log_file == NULL) != (m->conf->log_file == NULL) ||
 	    (nc->log_file != NULL && strcmp(nc->log_file,
 	    m->conf->log_file) != 0)) {
@@ -458,12 +530,56 @@ master_reload(struct master *m)
 	m->conf = nc;
 	if (master_add_generation(m) == -1)
 		log_error("reload: could not start every new worker");
-	master_signal_all(m, SIGTERM, 1);
+	master_drain(m, 1);
 	for (i = m->nslots - 1; i >= 0; i--)
 		if (m->slots[i]->retiring && m->slots[i]->pid == 0)
 			master_slot_free(m, i);
 	log_info("reload done: generation %d", m->generation);
+	master_count_up(m);
+	metrics_reload(1);
 	master_sd_notify("READY=1");
+}
+
+static void
+master_reload_held(evutil_socket_t fd, short what, void *arg)
+{
+	struct master	*m = arg;
+
+	(void)fd;
+	(void)what;
+	if (!m->stopping)
+		master_reload(m);
+}
+
+/*
+ * SIGHUP.  A reload retires the running generation; one still starting
+ * (its workers connecting to the database) would be stopped before it
+ * ever served, and an HTTP worker stopped in its first moments can drop
+ * connections it has just accepted.  So a generation runs at least
+ * MASTER_RELOAD_MIN ms: a SIGHUP that comes sooner is held until then,
+ * and that one reload, which reads the file as it is then, answers every
+ * SIGHUP held meanwhile.  A burst of SIGHUPs cannot fork a burst of
+ * generations either.
+ */
+static void
+master_reload_request(struct master *m)
+{
+	struct timeval	tv;
+	long long	wait;
+
+	if (evtimer_pending(m->reload_timer, NULL))
+		return;
+	wait = m->gen_started + MASTER_RELOAD_MIN - master_now();
+	if (wait <= 0) {
+		master_reload(m);
+		return;
+	}
+	master_sd_notify("RELOADING=1");
+	log_info("reload held %lld ms: generation %d started %lld ms ago",
+	    wait, m->generation, MASTER_RELOAD_MIN - wait);
+	tv.tv_sec = wait / 1000;
+	tv.tv_usec = (wait % 1000) * 1000;
+	evtimer_add(m->reload_timer, &tv);
 }
 
 static void
@@ -489,7 +605,7 @@ master_on_signal(evutil_socket_t sig, short what, void *arg)
 		    master_running(m), m->conf->shutdown_timeout);
 		master_sd_notify("STOPPING=1");
 		m->stopping = 1;
-		master_signal_all(m, SIGTERM, 0);
+		master_drain(m, 0);
 		tv.tv_sec = m->conf->shutdown_timeout / 1000;
 		tv.tv_usec = (m->conf->shutdown_timeout % 1000) * 1000;
 		m->stop_timer = evtimer_new(m->base, master_stop_timeout, m);
@@ -503,7 +619,7 @@ master_on_signal(evutil_socket_t sig, short what, void *arg)
 		break;
 	case SIGHUP:
 		if (!m->stopping)
-			master_reload(m);
+			master_reload_request(m);
 		break;
 	case SIGUSR1:
 		if (log_reopen() == -1)
@@ -516,20 +632,32 @@ master_on_signal(evutil_socket_t sig, short what, void *arg)
 }
 
 int
-master_run(struct conf *conf, int listen_fd)
+master_run(struct conf *conf, int listen_fd, int admin_fd)
 {
 	static const int	 sigs[] = { SIGCHLD, SIGTERM, SIGINT, SIGQUIT,
 				    SIGHUP, SIGUSR1 };
 	struct master		 m;
 	struct event		*ev[sizeof(sigs) / sizeof(sigs[0])];
+	struct timespec		 ts;
 	size_t			 i;
 	int			 j;
 
 	memset(&m, 0, sizeof(m));
 	m.conf = conf;
 	m.listen_fd = listen_fd;
+	m.admin_fd = admin_fd;
 	master_self = &m;
-	if ((m.base = event_base_new()) == NULL)
+	/* Before the first fork: every worker counts into this region. */
+	if (metrics_init() == -1)
+		log_warn("metrics: cannot map shared memory; nothing is counted");
+	/* With random()'s default seed every master would draw the same
+	 * jitter, and instances restarted together (one per host, after a
+	 * database outage) would respawn in lockstep all the same. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	srandom((unsigned)(getpid() ^ ts.tv_sec ^ ts.tv_nsec));
+	if ((m.base = event_base_new()) == NULL ||
+	    (m.reload_timer = evtimer_new(m.base, master_reload_held,
+	    &m)) == NULL)
 		fatalx("event_base_new failed");
 	signal(SIGPIPE, SIG_IGN);
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
@@ -564,6 +692,7 @@ master_run(struct conf *conf, int listen_fd)
 		event_free(ev[i]);
 	if (m.stop_timer != NULL)
 		event_free(m.stop_timer);
+	event_free(m.reload_timer);
 	event_base_free(m.base);
 	log_info("stopped");
 	conf_free(m.conf);

@@ -1,14 +1,21 @@
 /*
  * outboxctl.c - the admin and check command.  Reads the daemon's own
  * configuration (conf_load) and talks to the same services through the
- * same code (httpc, aws, ddb), one request at a time on a local loop.
+ * same code (httpc, aws, ddb; admin.c for the outbox), one request at a
+ * time on a local loop.
  *
+ *	outboxctl [-c FILE] status [--json]
+ *	outboxctl [-c FILE] failed [--limit N] [--after-id ID] [--json]
+ *	outboxctl [-c FILE] redrive --all | --event-type T | ID... [--json]
+ *	outboxctl [-c FILE] pause | resume [--json]
  *	outboxctl [-c FILE] fulfillment ORDER_ID
  *
  *	outboxctl -h | -V
  *
- * Exit status: 0 done/found, 1 not found, 2 usage, 3 AWS or transport
- * error, 78 configuration error (sysexits EX_CONFIG).
+ * Exit status: 0 done/found, 1 nothing found (no item, no failed row, no
+ * row redriven), 2 usage, 3 database, AWS or transport error, 78
+ * configuration error (sysexits EX_CONFIG).  The outbox commands live in
+ * outboxctl_ops.c.
  */
 #include "config.h"
 
@@ -21,25 +28,32 @@
 #include <cjson/cJSON.h>
 
 #include "outboxd.h"
+#include "outboxctl.h"
 
-#define CTL_EX_FOUND		0
-#define CTL_EX_NOTFOUND		1
-#define CTL_EX_USAGE		2
-#define CTL_EX_AWS		3
 #define CTL_TIMEOUT		10000L		/* ms per AWS request */
 
 struct ctl_cmd {
 	const char	*name;
 	const char	*args;
 	const char	*help;
-	int		 argc;		/* operands required */
+	int		 argc;		/* operands required; -1: the
+					   command checks them */
 	int		(*run)(struct conf *, int, char **);
 };
 
 static int	ctl_fulfillment(struct conf *, int, char **);
 
-/* Later subcommands (status, failed, redrive) slot in here. */
 static const struct ctl_cmd ctl_cmds[] = {
+	{ "status", "[--json]",
+	  "outbox rows by status, oldest pending, pause, busiest keys", -1,
+	  ctl_status },
+	{ "failed", "[--limit N] [--after-id ID] [--json]",
+	  "list failed rows with their last error", -1, ctl_failed },
+	{ "redrive", "--all | --event-type T | ID... [--json]",
+	  "put failed rows back to pending", -1, ctl_redrive },
+	{ "pause", "[--json]", "stop publishing (every relay, every host)",
+	  -1, ctl_pause },
+	{ "resume", "[--json]", "publish again", -1, ctl_resume },
 	{ "fulfillment", "ORDER_ID",
 	  "print the DynamoDB fulfillment item of an order as JSON", 1,
 	  ctl_fulfillment },
@@ -66,8 +80,8 @@ ctl_usage(int help)
 	fprintf(fp, "usage: outboxctl [-hV] [-c file] command [arg ...]\n"
 	    "commands:\n");
 	for (i = 0; i < CTL_NCMDS; i++)
-		fprintf(fp, "  %-12s %-10s %s\n", ctl_cmds[i].name,
-		    ctl_cmds[i].args, ctl_cmds[i].help);
+		fprintf(fp, "  %-12s %s\n  %-12s   %s\n", ctl_cmds[i].name,
+		    ctl_cmds[i].args, "", ctl_cmds[i].help);
 	exit(help ? 0 : CTL_EX_USAGE);
 }
 
@@ -140,6 +154,12 @@ ctl_fulfillment(struct conf *conf, int argc, char **argv)
 	int		 rv;
 
 	(void)argc;
+	if (conf->aws.region == NULL || conf->aws.access_key_id == NULL ||
+	    conf->aws.secret_access_key == NULL) {
+		fprintf(stderr, "outboxctl: %s: AWS region or credentials not "
+		    "set (aws section or AWS_* environment)\n", conf->path);
+		return (OUTBOXD_EX_CONFIG);
+	}
 	if (conf->dynamodb_table == NULL) {
 		fprintf(stderr, "outboxctl: %s: dynamodb table is not set\n",
 		    conf->path);
@@ -220,7 +240,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "outboxctl: unknown command: %s\n", argv[0]);
 		ctl_usage(0);
 	}
-	if (argc - 1 != cmd->argc) {
+	if (cmd->argc >= 0 && argc - 1 != cmd->argc) {
 		fprintf(stderr, "usage: outboxctl [-c file] %s %s\n",
 		    cmd->name, cmd->args);
 		return (CTL_EX_USAGE);
@@ -231,13 +251,6 @@ main(int argc, char **argv)
 	log_set_level(LOG_LEVEL_WARN);
 	if (conf_load(path, &conf, err, sizeof err) == -1) {
 		fprintf(stderr, "outboxctl: %s\n", err);
-		return (OUTBOXD_EX_CONFIG);
-	}
-	if (conf->aws.region == NULL || conf->aws.access_key_id == NULL ||
-	    conf->aws.secret_access_key == NULL) {
-		fprintf(stderr, "outboxctl: %s: AWS region or credentials not "
-		    "set (aws section or AWS_* environment)\n", path);
-		conf_free(conf);
 		return (OUTBOXD_EX_CONFIG);
 	}
 	rv = cmd->run(conf, argc - 1, argv + 1);

@@ -19,6 +19,7 @@ struct event_base;
 struct cJSON;
 struct curl_slist;
 struct pg_conn;
+struct pg_result;
 
 #ifndef __dead
 #define __dead __attribute__((__noreturn__))
@@ -44,6 +45,7 @@ struct conf {
 	char		*user;			/* NULL = do not drop */
 	char		*log_file;		/* NULL = stderr */
 	int		 log_level;		/* enum log_level */
+	int		 log_format;		/* enum log_format */
 
 	struct {
 		char	*listen;		/* "host:port" as written */
@@ -74,6 +76,15 @@ struct conf {
 						   logged */
 		long	 timeout;		/* ms per delivery */
 	} webhook;
+
+	/* The admin API (admin_http.c): on when listen and token are both
+	 * set. */
+	struct {
+		char	*listen;		/* "host:port"; NULL = off */
+		char	*host;			/* parsed from listen */
+		char	*port;			/* parsed from listen */
+		char	*token;			/* bearer token; never logged */
+	} admin;
 
 	struct {
 		int	 workers;
@@ -116,6 +127,11 @@ enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN,
  * index < 0 = none) for every later line. */
 void		 log_init(const char *role, int index);
 void		 log_set_level(int level);
+enum log_format { LOG_FORMAT_LOGFMT, LOG_FORMAT_JSON };
+/* key=value lines (the default) or one JSON object per line. */
+void		 log_set_format(int format);
+/* Parse "logfmt" or "json"; returns -1 if unknown. */
+int		 log_format_parse(const char *);
 /* Parse "debug", "info", "warn", "error"; returns -1 if unknown. */
 int		 log_level_parse(const char *);
 /* Send lines to path (append) instead of stderr; NULL = stderr.  Also used
@@ -131,6 +147,37 @@ void		 log_warnx(const char *, ...) OUTBOXD_PRINTF(1, 2);
 void		 log_error(const char *, ...) OUTBOXD_PRINTF(1, 2);
 __dead void	 fatal(const char *, ...) OUTBOXD_PRINTF(1, 2);  /* + errno */
 __dead void	 fatalx(const char *, ...) OUTBOXD_PRINTF(1, 2);
+/*
+ * A line at level with fields of its own after msg: kv is "key", "value",
+ * ..., NULL (values are strings; NULL values are left out), e.g.
+ *   log_kv(LOG_LEVEL_WARN, (const char *[]){ "outbox_id", id, NULL },
+ *       "publish failed: %s", why);
+ * logfmt: ... msg="publish failed: ..." outbox_id=42; json: "outbox_id":"42".
+ */
+void		 log_kv(int level, const char *const *kv, const char *, ...)
+		    OUTBOXD_PRINTF(3, 4);
+
+/*
+ * Repeats of one kind of line (a failing broker) rate-limited: the first
+ * line is written, then at most one per LOG_LIMIT_MS; lines in between are
+ * only counted, and the next line written ends "(repeated N times)", N
+ * being the lines not written since the last one.  One static struct per
+ * call site, zero-initialised.
+ */
+#define LOG_LIMIT_MS		10000
+struct log_limit {
+	long long	 next;		/* ms, monotonic: write again from */
+	unsigned	 suppressed;	/* lines not written since the last */
+};
+void		 log_limited(struct log_limit *, int level, const char *, ...)
+		    OUTBOXD_PRINTF(3, 4);
+/* log_kv, rate-limited the same way. */
+void		 log_limited_kv(struct log_limit *, int level,
+		    const char *const *kv, const char *, ...)
+		    OUTBOXD_PRINTF(4, 5);
+/* The trouble is over: if lines were held back, say how many (info), and
+ * start again with the next failure written at once. */
+void		 log_limit_end(struct log_limit *, const char *what);
 
 /* ---- proc.c: what every child does after fork ------------------------- */
 
@@ -323,6 +370,8 @@ struct outbox_msg {
 	char		*payload;	/* JSON text */
 	size_t		 payload_len;
 	int		 attempts;	/* publish attempts before this one */
+	int64_t		 created_ms;	/* the row's created_at, ms since the
+					   epoch (publish latency) */
 	/* filled by the sink before done() */
 	enum sink_outcome outcome;
 	char		*error;		/* malloc'd reason, NULL when sent */
@@ -359,6 +408,22 @@ int		 sink_sqs_publish(struct httpc *, const struct conf *,
 int		 sink_http_publish(struct httpc *, const struct conf *,
 		    struct outbox_msg *msgs, int n, sink_done_cb *done,
 		    void *arg);
+
+/*
+ * The Standard Webhooks signature of one delivery into out (outlen >=
+ * WEBHOOK_SIG_LEN + 1): "v1," and the base64 of HMAC-SHA256 over
+ * "{id}.{ts}.{body}" (body = len bytes; ts = unix seconds).  The key is
+ * the base64-decoded rest of a secret that starts with "whsec_" (padding
+ * optional; at most 256 bytes), else the secret's own bytes.  Returns -1
+ * if that base64 is not valid, the key is empty, or out is too small.
+ */
+#define WEBHOOK_SIG_LEN		47	/* "v1," + 44 base64 characters */
+int		 webhook_sign(const char *secret, const char *id, int64_t ts,
+		    const char *body, size_t len, char *out, size_t outlen);
+/* What a webhook answer with this HTTP status means: 2xx SINK_SENT; 408,
+ * 429, 5xx and 0 (no answer) SINK_RETRY; anything else, 3xx included
+ * (redirects are not followed), SINK_REJECTED. */
+enum sink_outcome webhook_outcome(long status);
 
 /* A destination the relay publishes to, chosen by relay.sink. */
 struct sink {
@@ -403,15 +468,134 @@ int		 order_json(char *buf, size_t size, const char *id,
 		    const char *customer_id, const char *amount_cents,
 		    const char *created_at);
 
+/* ---- metrics.c: shared counters, Prometheus exposition, readiness ----- */
+
+/* Routes of outboxd_http_requests_total; names in metrics.c. */
+enum metrics_route {
+	METRICS_ROUTE_ORDERS,		/* POST /orders (any method) */
+	METRICS_ROUTE_ORDER,		/* /orders/{id} */
+	METRICS_ROUTE_HEALTHZ,
+	METRICS_ROUTE_READYZ,
+	METRICS_ROUTE_METRICS,
+	METRICS_ROUTE_OUTBOX,		/* admin: GET /outbox */
+	METRICS_ROUTE_FAILED,		/* admin: GET /outbox/failed */
+	METRICS_ROUTE_REDRIVE,		/* admin: POST /outbox/redrive */
+	METRICS_ROUTE_PAUSE,		/* admin: POST /relay/pause */
+	METRICS_ROUTE_RESUME,		/* admin: POST /relay/resume */
+	METRICS_ROUTE_OTHER,		/* anything else (404) */
+	METRICS_NROUTES
+};
+enum metrics_outcome { METRICS_PUBLISH_SENT, METRICS_PUBLISH_RETRY,
+	METRICS_PUBLISH_FAILED, METRICS_NOUTCOMES };
+enum metrics_reason { METRICS_REASON_TRANSPORT, METRICS_REASON_THROTTLED,
+	METRICS_REASON_SERVER, METRICS_REASON_CLIENT, METRICS_REASON_REJECTED,
+	METRICS_REASON_TOO_LARGE, METRICS_REASON_OTHER, METRICS_NREASONS };
+enum metrics_consumer_outcome { METRICS_CONSUMER_PROCESSED,
+	METRICS_CONSUMER_DUPLICATE, METRICS_CONSUMER_ERROR, METRICS_NCONSUMER };
+enum metrics_db_state { METRICS_DB_OK, METRICS_DB_ERROR,
+	METRICS_DB_NO_SCHEMA };
+
+#define METRICS_CACHE_MS	1000	/* outbox figures are re-read after */
+#define METRICS_CONTENT_TYPE	"text/plain; version=0.0.4; charset=utf-8"
+
+/* Map the shared region; the master, before the first fork.  -1 (errno)
+ * if it cannot: then nothing is counted. */
+int		 metrics_init(void);
+/* Updates: relaxed atomic adds, no lock, no system call; no-ops before
+ * metrics_init().  status is the HTTP status answered, us microseconds. */
+void		 metrics_http_request(int route, int status, uint64_t us);
+void		 metrics_published(int sink, int outcome, int n);
+void		 metrics_publish_failure(int reason);
+void		 metrics_publish_latency(uint64_t us);
+void		 metrics_consumer(int outcome);
+/* role: "http", "relay", "consumer", "admin". */
+void		 metrics_worker_restart(const char *role);
+void		 metrics_reload(int ok);
+/* The master: running workers of the current generation, and wanted. */
+void		 metrics_set_workers(int up, int desired);
+/* enum metrics_reason of a failed attempt (outcome SINK_RETRY or
+ * SINK_REJECTED) from its error text as the sinks write it. */
+int		 metrics_publish_reason(int outcome, const char *error);
+
+/* The statement whose answer metrics_outbox_store() takes: pending and
+ * failed counts, age of the oldest pending row (ms), the pause switch. */
+extern const char metrics_outbox_sql[];
+/* 1 if the stored outbox figures are younger than METRICS_CACHE_MS. */
+int		 metrics_outbox_fresh(void);
+/* Store the figures, or the error (schema missing or other), of one
+ * execution of metrics_outbox_sql for every process. */
+void		 metrics_outbox_store(const struct pg_result *);
+/* The query could not even be sent (no connection): store why. */
+void		 metrics_outbox_down(const char *why);
+/* The exposition (caller frees) and its length; NULL if no memory. */
+char		*metrics_render(size_t *len);
+/* Escape a label value (\, \", \n) into dst; returns its length. */
+size_t		 metrics_label_escape(char *dst, size_t size, const char *v);
+/* The /readyz body into buf and its length: ready when the stored outbox
+ * query answered, the schema is there and every worker runs.  db_down
+ * non-NULL: this worker has no database connection (the reason).
+ * Returns the HTTP status (200 or 503), or -1 if buf is too small. */
+int		 metrics_ready(char *buf, size_t size, const char *db_down,
+		    size_t *len);
+
+/* ---- admin.c: outbox operations of the admin API and outboxctl -------- */
+
+/*
+ * Each runs its statements on a blocking libpq connection and returns the
+ * JSON answer of the admin API in *out (caller cJSON_Delete()s); on a
+ * database error -1 with the reason in err (errlen bytes).
+ */
+#define ADMIN_FAILED_LIMIT	50	/* rows per page by default */
+#define ADMIN_FAILED_MAX	1000	/* rows per page at most */
+#define ADMIN_REDRIVE_IDS_MAX	10000
+
+/* {"counts":{"pending","sent","failed"},"total",
+ *  "oldest_pending_age_seconds" (null if none),"oldest_pending_created_at",
+ *  "paused","paused_at","backlog_by_key":[{"ordering_key","pending",
+ *  "failed","oldest_created_at"}] (top 10 keys by unsent rows)} */
+int		 admin_status(struct pg_conn *, struct cJSON **out, char *err,
+		    size_t errlen);
+/* {"rows":[{"id","event_type","ordering_key","attempts","last_error",
+ *  "created_at"}],"next_after_id": last id or null} of failed rows with
+ * id > after_id, in id order, at most limit (1..ADMIN_FAILED_MAX). */
+int		 admin_failed(struct pg_conn *, int64_t after_id, int limit,
+		    struct cJSON **out, char *err, size_t errlen);
+
+/* Which failed rows to redrive: all, by id, or by event type. */
+struct admin_redrive {
+	int		 all;
+	int64_t		*ids;		/* malloc'd; NULL unless by id */
+	int		 nids;
+	char		*event_type;	/* malloc'd; NULL unless by type */
+};
+/* Parse {"all":true} | {"ids":[1,2]} | {"event_type":"T"} (exactly one)
+ * into sel (clear with admin_redrive_clear); -1 with a reason. */
+int		 admin_redrive_parse(const char *body, size_t len,
+		    struct admin_redrive *sel, char *err, size_t errlen);
+void		 admin_redrive_clear(struct admin_redrive *);
+/* failed -> pending, attempts 0, available now (last_error is kept until
+ * the next attempt), then wake the relays.  {"redriven": N, "ids": [...]} */
+int		 admin_redrive(struct pg_conn *, const struct admin_redrive *,
+		    struct cJSON **out, char *err, size_t errlen);
+/* Set outbox_control.paused; resuming wakes the relays.
+ * {"paused": bool, "paused_at": time or null} */
+int		 admin_pause(struct pg_conn *, int paused, struct cJSON **out,
+		    char *err, size_t errlen);
+/* 1 if the NUL-terminated strings are equal, compared in time that does
+ * not depend on where they differ (SHA-256 of both, CRYPTO_memcmp). */
+int		 admin_token_equal(const char *a, const char *b);
+
 /* ---- worker entry points (one file each); return the exit status ------ */
 
 int		 http_worker_main(struct conf *, int listen_fd, int index);
 int		 relay_main(struct conf *, int index);
 int		 consumer_main(struct conf *, int index);
+/* admin_http.c: the admin API on the master's admin socket. */
+int		 admin_http_main(struct conf *, int admin_fd);
 
 /* ---- master.c --------------------------------------------------------- */
 
 /* Run the master until stopped; returns the process exit status. */
-int		 master_run(struct conf *, int listen_fd);
+int		 master_run(struct conf *, int listen_fd, int admin_fd);
 
 #endif /* OUTBOXD_H */

@@ -234,10 +234,11 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 			/* The dead-letter state: kept, listed and redriven
 			 * by an operator; it holds back its key's later
 			 * rows so their order survives. */
-			log_error("outbox id=%s key=%s failed after %d "
-			    "attempt(s)%s: %s", id, m->key, attempts,
-			    m->outcome == SINK_REJECTED ? " (permanent "
-			    "error)" : "", err);
+			log_kv(LOG_LEVEL_ERROR, (const char *[]){
+			    "outbox_id", id, "ordering_key", m->key, NULL },
+			    "publish failed after %d attempt(s)%s: %s",
+			    attempts, m->outcome == SINK_REJECTED ?
+			    " (permanent error)" : "", err);
 			res = relay_exec(r, "UPDATE outbox SET status = "
 			    "'failed', claim = NULL, attempts = attempts + 1, "
 			    "last_error = $3 WHERE id = $1 AND claim = $2", 3,
@@ -246,8 +247,10 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 			/* The sink has logged why, once per request. */
 			snprintf(delay, sizeof(delay), "%ld", relay_backoff(
 			    r->conf, attempts, m->retry_after));
-			log_debug("outbox id=%s attempt %d failed, retry in %s "
-			    "ms: %s", id, attempts, delay, err);
+			log_kv(LOG_LEVEL_DEBUG, (const char *[]){
+			    "outbox_id", id, "ordering_key", m->key, NULL },
+			    "attempt %d failed, retry in %s ms: %s", attempts,
+			    delay, err);
 			p[3] = delay;
 			res = relay_exec(r, "UPDATE outbox SET claim = NULL, "
 			    "attempts = attempts + 1, last_error = $3, "
@@ -260,6 +263,37 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 	}
 }
 
+/* Count a chunk's outcomes: sent with their latency, failed attempts by
+ * reason, and whether each will be retried or was given up. */
+static void
+relay_count(struct relay *r, const struct relay_chunk *ch)
+{
+	struct timespec	ts;
+	int64_t		now, lat;
+	int		i, sink = r->conf->relay.sink, nsent = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	for (i = 0; i < ch->n; i++) {
+		const struct outbox_msg	*m = &ch->msgs[i];
+
+		if (m->outcome == SINK_SENT) {
+			nsent++;
+			/* Clocks of two hosts: never below zero. */
+			lat = now - m->created_ms;
+			metrics_publish_latency(lat > 0 ?
+			    (uint64_t)lat * 1000 : 0);
+			continue;
+		}
+		metrics_publish_failure(metrics_publish_reason(m->outcome,
+		    m->error));
+		metrics_published(sink, m->outcome == SINK_REJECTED ||
+		    m->attempts + 1 >= r->conf->relay.max_attempts ?
+		    METRICS_PUBLISH_FAILED : METRICS_PUBLISH_RETRY, 1);
+	}
+	metrics_published(sink, METRICS_PUBLISH_SENT, nsent);
+}
+
 static void
 relay_published(struct outbox_msg *msgs, int n, void *arg)
 {
@@ -268,6 +302,7 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 
 	(void)msgs;
 	(void)n;
+	relay_count(r, ch);
 	relay_record(r, ch);
 	relay_chunk_free(ch);
 	r->inflight--;
@@ -330,7 +365,8 @@ relay_claim(struct relay *r)
 	p[1] = lease;
 	p[2] = limit;
 	res = relay_exec(r, "SELECT id, event_type, ordering_key, payload, "
-	    "attempts FROM outbox_claim($1, $2, $3) ORDER BY id", 3, p,
+	    "attempts, (1000 * extract(epoch FROM created_at))::bigint "
+	    "FROM outbox_claim($1, $2, $3) ORDER BY id", 3, p,
 	    PGRES_TUPLES_OK);
 	if (res == NULL)
 		return -1;
@@ -361,6 +397,7 @@ relay_claim(struct relay *r)
 		m->payload = strdup(PQgetvalue(res, i, 3));
 		m->payload_len = PQgetlength(res, i, 3);
 		m->attempts = atoi(PQgetvalue(res, i, 4));
+		m->created_ms = strtoll(PQgetvalue(res, i, 5), NULL, 10);
 		m->retry_after = -1;
 		if (m->event_type == NULL || m->key == NULL ||
 		    m->payload == NULL)
@@ -565,6 +602,16 @@ relay_on_purge(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(r->purge_ev, &tv);
 }
 
+/* Length of "scheme://host[:port]" at the start of url. */
+static int
+relay_url_origin_len(const char *url)
+{
+	const char	*p = strstr(url, "://");
+
+	p = p != NULL ? p + 3 : url;
+	return (int)(p - url + strcspn(p, "/?#"));
+}
+
 static void
 relay_stop(void *arg)
 {
@@ -616,8 +663,12 @@ relay_main(struct conf *conf, int index)
 		    &r)) == NULL || evtimer_add(r.purge_ev, &first) == -1)
 			fatalx("event_add");
 	}
-	log_info("publishing to %s %s (batch %d, poll %ld ms)",
+	/* A webhook URL may carry a token in its path or query: log only
+	 * the scheme and host. */
+	log_info("publishing to %s %.*s (batch %d, poll %ld ms)",
 	    r.sink->name, conf->relay.sink == CONF_SINK_SQS ?
+	    (int)strlen(conf->sqs_queue_url) : relay_url_origin_len(
+	    conf->webhook.url), conf->relay.sink == CONF_SINK_SQS ?
 	    conf->sqs_queue_url : conf->webhook.url, conf->relay.batch_size,
 	    conf->relay.poll_interval);
 

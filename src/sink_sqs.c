@@ -22,6 +22,10 @@
 #define SQS_MAX_BATCH		10	/* entries per SendMessageBatch */
 #define SINK_DEFAULT_TIMEOUT	10000L	/* ms, if the relay gives none */
 
+/* A broker that is down fails every batch: one line per LOG_LIMIT_MS. */
+static struct log_limit	sink_sqs_batch_limit;
+static struct log_limit	sink_sqs_entry_limit;
+
 struct sink_call {
 	struct outbox_msg	*msgs;
 	int			 n;
@@ -33,7 +37,7 @@ static void
 sink_sqs_reply(const struct aws_result *res, void *arg)
 {
 	struct sink_call	*call = arg;
-	char			*why;
+	char			*why, id[24];
 	int			 i, sent;
 
 	if (!res->ok) {
@@ -47,8 +51,9 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 		    res->error_message != NULL ? res->error_message : "-") ==
 		    -1)
 			why = NULL;
-		log_warnx("SendMessageBatch of %d messages failed, will "
-		    "retry: %s", call->n, why != NULL ? why : "?");
+		log_limited(&sink_sqs_batch_limit, LOG_LEVEL_WARN,
+		    "SendMessageBatch of %d messages failed, will retry: %s",
+		    call->n, why != NULL ? why : "?");
 		for (i = 0; i < call->n; i++) {
 			call->msgs[i].outcome = SINK_RETRY;
 			call->msgs[i].error = why != NULL ? strdup(why) : NULL;
@@ -60,8 +65,11 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 			for (i = 0; i < call->n; i++) {
 				if (call->msgs[i].outcome == SINK_SENT)
 					continue;
-				log_warnx("SQS entry %lld %s: %s",
-				    (long long)call->msgs[i].id,
+				snprintf(id, sizeof(id), "%lld",
+				    (long long)call->msgs[i].id);
+				log_limited_kv(&sink_sqs_entry_limit,
+				    LOG_LEVEL_WARN, (const char *[]){
+				    "outbox_id", id, NULL }, "SQS entry %s: %s",
 				    call->msgs[i].outcome == SINK_REJECTED ?
 				    "rejected" : "not accepted, will retry",
 				    call->msgs[i].error != NULL ?
@@ -69,6 +77,7 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 			}
 		}
 		log_debug("SendMessageBatch: %d of %d sent", sent, call->n);
+		log_limit_end(&sink_sqs_batch_limit, "SendMessageBatch");
 	}
 	call->done(call->msgs, call->n, call->arg);
 	free(call);

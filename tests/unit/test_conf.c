@@ -214,6 +214,13 @@ test_bad_files(void **state)
 	expect_error("database = \"x\"\nrelay { lease = 5000 timeout = 5000 }\n"
 	    AWSOK, 0, "relay.lease");
 	expect_error("database = \"x\"\n", 0, "sqs.queue_url is not set");
+	expect_error("database = \"x\"\nrelay { sink = \"http\" }\n", 0,
+	    "webhook.url");
+	expect_error("database = \"x\"\nrelay { sink = \"http\" }\n"
+	    "webhook { url = \"http://h/\" secret = \"whsec_%%%\" }\n", 0,
+	    "webhook.secret");
+	expect_error("database = \"x\"\nrelay { sink = \"kafka\" }\n", 2,
+	    "relay.sink");
 	expect_error("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n",
 	    0, "aws.region");
 	expect_error("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n"

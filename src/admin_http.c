@@ -1,0 +1,435 @@
+/*
+ * admin_http.c - the admin worker: the admin API on its own listener
+ * (admin.listen, loopback by default), one process, so that operators'
+ * requests never queue behind orders and never hold an order's database
+ * connection.
+ *
+ *   GET  /outbox		counts by status, oldest pending age, top keys
+ *   GET  /outbox/failed	failed rows, ?limit=N&after_id=ID
+ *   POST /outbox/redrive	{"all":true} | {"ids":[...]} | {"event_type":T}
+ *   POST /relay/pause		stop publishing (outbox_control.paused)
+ *   POST /relay/resume		publish again
+ *
+ * Every request needs "Authorization: Bearer TOKEN" with admin.token: none
+ * (or another scheme) is 401, a wrong token 403, both {"error","message"}.
+ * The token is compared in constant time and never logged.  Requests are
+ * rare and small, so each runs its statements on one blocking libpq
+ * connection (statement_timeout ADMIN_STATEMENT_TIMEOUT), opened at the
+ * first request and again after it breaks: a database outage makes the
+ * API answer 503, not the worker exit.  The operations themselves, and
+ * their SQL, are admin.c's, shared with outboxctl.
+ */
+#include "config.h"
+
+#include <sys/queue.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <libpq-fe.h>
+
+#include "outboxd.h"
+
+#define ADMIN_STATEMENT_TIMEOUT	"10s"
+#define ADMIN_IO_TIMEOUT_S	30
+#define ADMIN_BODY_MAX		(1024 * 1024)
+#define ADMIN_REALM		"Bearer realm=\"outboxd admin\""
+
+struct admin_worker {
+	struct conf		*conf;
+	struct event_base	*base;
+	struct evhttp		*http;
+	PGconn			*pg;
+	int			 db_failing;	/* log a failing database once */
+};
+
+static uint64_t
+admin_now_us(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void
+admin_send(struct evhttp_request *req, int code, const char *body)
+{
+	struct evkeyvalq	*h = evhttp_request_get_output_headers(req);
+
+	evhttp_add_header(h, "Content-Type", "application/json");
+	evhttp_add_header(h, "Cache-Control", "no-store");
+	evbuffer_add(evhttp_request_get_output_buffer(req), body,
+	    strlen(body));
+	evbuffer_add(evhttp_request_get_output_buffer(req), "\n", 1);
+	evhttp_send_reply(req, code, NULL, NULL);
+}
+
+static int
+admin_error(struct evhttp_request *req, int code, const char *ecode,
+    const char *message)
+{
+	char	*s;
+
+	if ((s = order_error_json(ecode, message)) == NULL) {
+		admin_send(req, code, "{}");
+		return code;
+	}
+	admin_send(req, code, s);
+	free(s);
+	return code;
+}
+
+static int
+admin_json(struct evhttp_request *req, int code, cJSON *j)
+{
+	char	*s;
+
+	if ((s = cJSON_PrintUnformatted(j)) == NULL) {
+		cJSON_Delete(j);
+		return admin_error(req, 500, "internal_error", "out of memory");
+	}
+	cJSON_Delete(j);
+	admin_send(req, code, s);
+	cJSON_free(s);
+	return code;
+}
+
+/* The peer, for the audit lines of changes. */
+static void
+admin_peer(struct evhttp_request *req, char *buf, size_t len)
+{
+	struct evhttp_connection	*c = evhttp_request_get_connection(req);
+	char				*addr = NULL;
+	ev_uint16_t			 port = 0;
+
+	if (c != NULL)
+		evhttp_connection_get_peer(c, &addr, &port);
+	snprintf(buf, len, "%s:%u", addr != NULL ? addr : "?", port);
+}
+
+/* The database connection, (re)opened when needed; NULL with err. */
+static PGconn *
+admin_db(struct admin_worker *a, char *err, size_t errlen)
+{
+	PGresult	*res;
+
+	if (a->pg != NULL && PQstatus(a->pg) == CONNECTION_OK)
+		return a->pg;
+	if (a->pg != NULL) {
+		PQfinish(a->pg);
+		a->pg = NULL;
+	}
+	if ((a->pg = db_connect(a->conf->database, "admin", err,
+	    errlen)) == NULL)
+		goto fail;
+	res = PQexec(a->pg, "SET statement_timeout = '"
+	    ADMIN_STATEMENT_TIMEOUT "'");
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		snprintf(err, errlen, "session setup failed");
+		PQclear(res);
+		PQfinish(a->pg);
+		a->pg = NULL;
+		goto fail;
+	}
+	PQclear(res);
+	if (a->db_failing)
+		log_info("database reachable again");
+	a->db_failing = 0;
+	return a->pg;
+fail:
+	if (!a->db_failing)
+		log_warnx("database: %s", err);
+	a->db_failing = 1;
+	return NULL;
+}
+
+/* A statement failed: 503, and a broken connection is dropped. */
+static int
+admin_db_failed(struct admin_worker *a, struct evhttp_request *req,
+    const char *err)
+{
+	log_warnx("%s", err);
+	if (a->pg != NULL && PQstatus(a->pg) != CONNECTION_OK) {
+		PQfinish(a->pg);
+		a->pg = NULL;
+	}
+	return admin_error(req, 503, "database_unavailable", err);
+}
+
+/* Authorization: Bearer TOKEN.  Returns 0, or the status answered. */
+static int
+admin_auth(struct admin_worker *a, struct evhttp_request *req)
+{
+	struct evkeyvalq	*h = evhttp_request_get_input_headers(req);
+	const char		*v = evhttp_find_header(h, "Authorization");
+
+	if (v == NULL || strncasecmp(v, "Bearer ", 7) != 0) {
+		evhttp_add_header(evhttp_request_get_output_headers(req),
+		    "WWW-Authenticate", ADMIN_REALM);
+		return admin_error(req, 401, "unauthorized", "this API needs "
+		    "an Authorization: Bearer header with admin.token");
+	}
+	for (v += 7; *v == ' '; v++)
+		;
+	if (!admin_token_equal(v, a->conf->admin.token))
+		return admin_error(req, 403, "forbidden", "the bearer token is "
+		    "not valid");
+	return 0;
+}
+
+/* A decimal query parameter in [min, max]; def when absent.  -1 if bad. */
+static int
+admin_query_int(const struct evkeyvalq *q, const char *name, int64_t def,
+    int64_t min, int64_t max, int64_t *out)
+{
+	const char	*v = evhttp_find_header(q, name);
+	char		*end;
+	long long	 n;
+
+	*out = def;
+	if (v == NULL)
+		return 0;
+	errno = 0;
+	n = strtoll(v, &end, 10);
+	if (*v == '\0' || *end != '\0' || errno != 0 || n < min || n > max)
+		return -1;
+	*out = n;
+	return 0;
+}
+
+static int
+admin_get_failed(struct admin_worker *a, struct evhttp_request *req,
+    const struct evhttp_uri *uri)
+{
+	struct evkeyvalq	 q;
+	const char		*qs = uri != NULL ? evhttp_uri_get_query(uri) :
+				    NULL;
+	char			 err[512], msg[128];
+	int64_t			 limit, after;
+	cJSON			*j;
+	PGconn			*pg;
+	int			 bad;
+
+	TAILQ_INIT(&q);
+	if (qs != NULL && evhttp_parse_query_str(qs, &q) == -1)
+		return admin_error(req, 400, "bad_request", "the query string "
+		    "cannot be read");
+	bad = admin_query_int(&q, "limit", ADMIN_FAILED_LIMIT, 1,
+	    ADMIN_FAILED_MAX, &limit) == -1 ||
+	    admin_query_int(&q, "after_id", 0, 0, INT64_MAX, &after) == -1;
+	evhttp_clear_headers(&q);
+	if (bad) {
+		snprintf(msg, sizeof(msg), "limit must be 1 to %d and after_id "
+		    "a row id", ADMIN_FAILED_MAX);
+		return admin_error(req, 400, "bad_request", msg);
+	}
+	if ((pg = admin_db(a, err, sizeof(err))) == NULL)
+		return admin_error(req, 503, "database_unavailable", err);
+	if (admin_failed(pg, after, (int)limit, &j, err, sizeof(err)) == -1)
+		return admin_db_failed(a, req, err);
+	return admin_json(req, 200, j);
+}
+
+static int
+admin_post_redrive(struct admin_worker *a, struct evhttp_request *req)
+{
+	struct evbuffer		*in = evhttp_request_get_input_buffer(req);
+	struct admin_redrive	 sel;
+	char			 err[512], peer[80];
+	cJSON			*j, *n;
+	PGconn			*pg;
+
+	if (admin_redrive_parse((const char *)evbuffer_pullup(in, -1),
+	    evbuffer_get_length(in), &sel, err, sizeof(err)) == -1)
+		return admin_error(req, 400, "bad_request", err);
+	if ((pg = admin_db(a, err, sizeof(err))) == NULL) {
+		admin_redrive_clear(&sel);
+		return admin_error(req, 503, "database_unavailable", err);
+	}
+	if (admin_redrive(pg, &sel, &j, err, sizeof(err)) == -1) {
+		admin_redrive_clear(&sel);
+		return admin_db_failed(a, req, err);
+	}
+	admin_peer(req, peer, sizeof(peer));
+	n = cJSON_GetObjectItemCaseSensitive(j, "redriven");
+	log_kv(LOG_LEVEL_INFO, (const char *[]){ "peer", peer, "event_type",
+	    sel.event_type, NULL }, "redrive (%s): %d failed row(s) back to "
+	    "pending", sel.all ? "all" : sel.event_type != NULL ?
+	    "by event type" : "by id", n != NULL ? n->valueint : 0);
+	admin_redrive_clear(&sel);
+	return admin_json(req, 200, j);
+}
+
+static int
+admin_post_pause(struct admin_worker *a, struct evhttp_request *req,
+    int paused)
+{
+	char	 err[512], peer[80];
+	cJSON	*j;
+	PGconn	*pg;
+
+	if ((pg = admin_db(a, err, sizeof(err))) == NULL)
+		return admin_error(req, 503, "database_unavailable", err);
+	if (admin_pause(pg, paused, &j, err, sizeof(err)) == -1)
+		return admin_db_failed(a, req, err);
+	admin_peer(req, peer, sizeof(peer));
+	log_kv(LOG_LEVEL_INFO, (const char *[]){ "peer", peer, NULL },
+	    "publishing %s", paused ? "paused" : "resumed");
+	return admin_json(req, 200, j);
+}
+
+static int
+admin_bad_method(struct evhttp_request *req, const char *allow)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+	    allow);
+	return admin_error(req, 405, "method_not_allowed", "method not "
+	    "allowed for this resource");
+}
+
+static void
+admin_request(struct evhttp_request *req, void *arg)
+{
+	struct admin_worker	*a = arg;
+	const struct evhttp_uri	*uri = evhttp_request_get_evhttp_uri(req);
+	const char		*path = uri != NULL ? evhttp_uri_get_path(uri) :
+				    NULL;
+	enum evhttp_cmd_type	 m = evhttp_request_get_command(req);
+	uint64_t		 t0 = admin_now_us();
+	char			 err[512];
+	cJSON			*j;
+	PGconn			*pg;
+	int			 route, code, get, post;
+
+	if (path == NULL)
+		path = "";
+	get = m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD;
+	post = m == EVHTTP_REQ_POST;
+	if (strcmp(path, "/outbox") == 0)
+		route = METRICS_ROUTE_OUTBOX;
+	else if (strcmp(path, "/outbox/failed") == 0)
+		route = METRICS_ROUTE_FAILED;
+	else if (strcmp(path, "/outbox/redrive") == 0)
+		route = METRICS_ROUTE_REDRIVE;
+	else if (strcmp(path, "/relay/pause") == 0)
+		route = METRICS_ROUTE_PAUSE;
+	else if (strcmp(path, "/relay/resume") == 0)
+		route = METRICS_ROUTE_RESUME;
+	else
+		route = METRICS_ROUTE_OTHER;
+
+	/* Nothing, not even which routes exist, without the token. */
+	if ((code = admin_auth(a, req)) != 0)
+		goto done;
+	switch (route) {
+	case METRICS_ROUTE_OUTBOX:
+		if (!get) {
+			code = admin_bad_method(req, "GET, HEAD");
+			break;
+		}
+		if ((pg = admin_db(a, err, sizeof(err))) == NULL)
+			code = admin_error(req, 503, "database_unavailable",
+			    err);
+		else if (admin_status(pg, &j, err, sizeof(err)) == -1)
+			code = admin_db_failed(a, req, err);
+		else
+			code = admin_json(req, 200, j);
+		break;
+	case METRICS_ROUTE_FAILED:
+		code = get ? admin_get_failed(a, req, uri) :
+		    admin_bad_method(req, "GET, HEAD");
+		break;
+	case METRICS_ROUTE_REDRIVE:
+		code = post ? admin_post_redrive(a, req) :
+		    admin_bad_method(req, "POST");
+		break;
+	case METRICS_ROUTE_PAUSE:
+	case METRICS_ROUTE_RESUME:
+		code = post ? admin_post_pause(a, req,
+		    route == METRICS_ROUTE_PAUSE) :
+		    admin_bad_method(req, "POST");
+		break;
+	default:
+		code = admin_error(req, 404, "not_found", "no such resource");
+		break;
+	}
+done:
+	metrics_http_request(route, code, admin_now_us() - t0);
+}
+
+static void
+admin_on_stop(void *arg)
+{
+	struct admin_worker	*a = arg;
+
+	/* Requests are answered whole before the loop looks at signals. */
+	event_base_loopexit(a->base, NULL);
+}
+
+/*
+ * Serve the admin API on admin_fd (bound and listening by the master,
+ * left open for it) until SIGTERM.  Returns 0 after a stop, 1 if the
+ * worker could not start.
+ */
+int
+admin_http_main(struct conf *conf, int admin_fd)
+{
+	struct admin_worker	 a;
+	int			 fd, rv = 1;
+
+	log_init("admin", -1);
+	proc_set_title("outboxd: admin");
+	memset(&a, 0, sizeof(a));
+	a.conf = conf;
+	if ((a.base = event_base_new()) == NULL) {
+		log_warnx("event_base_new failed");
+		return 1;
+	}
+	if (proc_worker_signals(a.base, admin_on_stop, &a) == -1 ||
+	    (a.http = evhttp_new(a.base)) == NULL) {
+		log_warnx("cannot set up the event loop");
+		goto out;
+	}
+	evhttp_set_gencb(a.http, admin_request, &a);
+	evhttp_set_timeout(a.http, ADMIN_IO_TIMEOUT_S);
+	evhttp_set_max_body_size(a.http, ADMIN_BODY_MAX);
+	evhttp_set_default_content_type(a.http, "application/json");
+	evhttp_set_allowed_methods(a.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+	    EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+	    EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+	if ((fd = fcntl(admin_fd, F_DUPFD_CLOEXEC, 0)) == -1) {
+		log_warn("dup admin socket");
+		goto out;
+	}
+	if (evhttp_accept_socket_with_handle(a.http, fd) == NULL) {
+		log_warnx("cannot accept on the admin socket");
+		close(fd);
+		goto out;
+	}
+	log_info("admin API on %s", conf->admin.listen);
+	if (event_base_dispatch(a.base) == -1)
+		log_warnx("event loop failed");
+	else
+		rv = 0;
+	log_info("stopped");
+out:
+	if (a.http != NULL)
+		evhttp_free(a.http);
+	if (a.pg != NULL)
+		PQfinish(a.pg);
+	event_base_free(a.base);
+	return rv;
+}

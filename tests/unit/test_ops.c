@@ -1,0 +1,442 @@
+/*
+ * test_ops.c - the operator-facing pure parts: the Prometheus exposition
+ * (counters, cumulative histograms, label escaping), the reason class of
+ * a failed publish, readiness answers, JSON and rate-limited log lines,
+ * the admin API's redrive body, the token comparison, and the admin and
+ * log_format configuration keys.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <libpq-fe.h>
+
+#include "outboxd.h"
+
+/* The value of the sample line that starts with prefix, or -1. */
+static double
+sample(const char *text, const char *prefix)
+{
+	const char	*p = text;
+	size_t		 n = strlen(prefix);
+
+	while ((p = strstr(p, prefix)) != NULL) {
+		if ((p == text || p[-1] == '\n') && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+		p += n;
+	}
+	return -1;
+}
+
+static void
+test_render_before_init(void **state)
+{
+	char	*s;
+	size_t	 len;
+
+	(void)state;
+	/* No region yet: updates are no-ops, the exposition still parses. */
+	metrics_http_request(METRICS_ROUTE_ORDERS, 201, 10);
+	s = metrics_render(&len);
+	assert_non_null(s);
+	assert_int_equal(strlen(s), len);
+	assert_non_null(strstr(s, "# TYPE outboxd_build_info gauge\n"));
+	assert_null(strstr(s, "outboxd_http_requests_total"));
+	free(s);
+}
+
+static void
+test_counters_and_histograms(void **state)
+{
+	char	*s;
+	size_t	 len;
+
+	(void)state;
+	assert_int_equal(metrics_init(), 0);
+	metrics_http_request(METRICS_ROUTE_ORDERS, 201, 300);	 /* 0.0005 */
+	metrics_http_request(METRICS_ROUTE_ORDERS, 201, 2000);	 /* 0.0025 */
+	metrics_http_request(METRICS_ROUTE_ORDERS, 400, 20000000); /* +Inf */
+	metrics_published(CONF_SINK_SQS, METRICS_PUBLISH_SENT, 7);
+	metrics_published(CONF_SINK_HTTP, METRICS_PUBLISH_FAILED, 1);
+	metrics_publish_failure(METRICS_REASON_THROTTLED);
+	metrics_publish_latency(1500000);
+	metrics_consumer(METRICS_CONSUMER_DUPLICATE);
+	metrics_worker_restart("relay");
+	metrics_worker_restart("nobody");
+	metrics_reload(0);
+	metrics_set_workers(4, 5);
+	s = metrics_render(&len);
+	assert_non_null(s);
+	assert_true(sample(s, "outboxd_http_requests_total{route=\"/orders\","
+	    "code_class=\"2xx\"}") == 2);
+	assert_true(sample(s, "outboxd_http_requests_total{route=\"/orders\","
+	    "code_class=\"4xx\"}") == 1);
+	/* 1xx and 3xx only once seen */
+	assert_null(strstr(s, "code_class=\"1xx\""));
+	assert_true(sample(s, "outboxd_http_request_duration_seconds_bucket{"
+	    "route=\"/orders\",le=\"0.0005\"}") == 1);
+	assert_true(sample(s, "outboxd_http_request_duration_seconds_bucket{"
+	    "route=\"/orders\",le=\"0.0025\"}") == 2);
+	assert_true(sample(s, "outboxd_http_request_duration_seconds_bucket{"
+	    "route=\"/orders\",le=\"10\"}") == 2);
+	assert_true(sample(s, "outboxd_http_request_duration_seconds_bucket{"
+	    "route=\"/orders\",le=\"+Inf\"}") == 3);
+	assert_true(sample(s, "outboxd_http_request_duration_seconds_count{"
+	    "route=\"/orders\"}") == 3);
+	assert_non_null(strstr(s, "outboxd_http_request_duration_seconds_sum{"
+	    "route=\"/orders\"} 20.002300\n"));
+	assert_true(sample(s, "outboxd_published_messages_total{sink=\"sqs\","
+	    "outcome=\"sent\"}") == 7);
+	assert_true(sample(s, "outboxd_published_messages_total{sink=\"http\","
+	    "outcome=\"failed\"}") == 1);
+	assert_true(sample(s, "outboxd_publish_failures_total{reason="
+	    "\"throttled\"}") == 1);
+	assert_true(sample(s, "outboxd_publish_latency_seconds_bucket{le="
+	    "\"1\"}") == 0);
+	assert_true(sample(s, "outboxd_publish_latency_seconds_bucket{le="
+	    "\"2.5\"}") == 1);
+	assert_true(sample(s, "outboxd_consumer_messages_total{outcome="
+	    "\"duplicate\"}") == 1);
+	assert_true(sample(s, "outboxd_worker_restarts_total{role="
+	    "\"relay\"}") == 1);
+	assert_true(sample(s, "outboxd_reloads_total{outcome=\"failed\"}") ==
+	    1);
+	assert_true(sample(s, "outboxd_workers_up") == 4);
+	/* no outbox figures before a query answered */
+	assert_null(strstr(s, "outboxd_outbox_rows"));
+	assert_true(sample(s, "outboxd_database_up") == 0);
+	/* every family has HELP and TYPE, every line ends */
+	assert_non_null(strstr(s, "# HELP outboxd_publish_latency_seconds "));
+	assert_non_null(strstr(s, "# TYPE outboxd_publish_latency_seconds "
+	    "histogram\n"));
+	assert_int_equal(s[len - 1], '\n');
+	free(s);
+}
+
+static void
+test_label_escape(void **state)
+{
+	char	buf[64];
+
+	(void)state;
+	assert_int_equal(metrics_label_escape(buf, sizeof(buf),
+	    "a\"b\\c\nd"), 10);
+	assert_string_equal(buf, "a\\\"b\\\\c\\nd");
+	/* cut, never overrun */
+	metrics_label_escape(buf, 6, "abcdefgh");
+	assert_true(strlen(buf) < 6);
+}
+
+static void
+test_publish_reason(void **state)
+{
+	(void)state;
+	assert_int_equal(metrics_publish_reason(SINK_RETRY,
+	    "SQS transport error: Connection refused"),
+	    METRICS_REASON_TRANSPORT);
+	assert_int_equal(metrics_publish_reason(SINK_RETRY,
+	    "webhook transport error: Timeout was reached"),
+	    METRICS_REASON_TRANSPORT);
+	assert_int_equal(metrics_publish_reason(SINK_RETRY,
+	    "SQS HTTP 500 InternalError: boom"), METRICS_REASON_SERVER);
+	assert_int_equal(metrics_publish_reason(SINK_RETRY,
+	    "SQS HTTP 400 ThrottlingException: slow down"),
+	    METRICS_REASON_THROTTLED);
+	assert_int_equal(metrics_publish_reason(SINK_RETRY,
+	    "webhook HTTP 429: too many"), METRICS_REASON_THROTTLED);
+	assert_int_equal(metrics_publish_reason(SINK_RETRY,
+	    "SQS HTTP 400 QueueDoesNotExist: gone"), METRICS_REASON_CLIENT);
+	assert_int_equal(metrics_publish_reason(SINK_REJECTED,
+	    "webhook HTTP 422: nope"), METRICS_REASON_REJECTED);
+	assert_int_equal(metrics_publish_reason(SINK_REJECTED,
+	    "SQS InvalidMessageContents: bad"), METRICS_REASON_REJECTED);
+	assert_int_equal(metrics_publish_reason(SINK_RETRY,
+	    "SQS InternalError: injected"), METRICS_REASON_SERVER);
+	assert_int_equal(metrics_publish_reason(SINK_REJECTED,
+	    "message of 300000 bytes exceeds relay.max_message_size (262144 "
+	    "bytes)"), METRICS_REASON_TOO_LARGE);
+	assert_int_equal(metrics_publish_reason(SINK_RETRY, NULL),
+	    METRICS_REASON_OTHER);
+}
+
+static void
+test_ready(void **state)
+{
+	char		 buf[1024];
+	size_t		 len;
+	PGresult	*res;
+	cJSON		*j;
+
+	(void)state;
+	assert_int_equal(metrics_init(), 0);
+	/* never checked */
+	metrics_set_workers(5, 5);
+	assert_int_equal(metrics_ready(buf, sizeof(buf), NULL, &len), 503);
+	/* a failed query: not ready, the message says why */
+	res = PQmakeEmptyPGresult(NULL, PGRES_FATAL_ERROR);
+	metrics_outbox_store(res);
+	PQclear(res);
+	assert_int_equal(metrics_ready(buf, sizeof(buf), NULL, &len), 503);
+	j = cJSON_Parse(buf);
+	assert_non_null(j);
+	assert_string_equal(cJSON_GetObjectItem(j, "status")->valuestring,
+	    "not_ready");
+	assert_string_equal(cJSON_GetObjectItem(j, "error")->valuestring,
+	    "not_ready");
+	assert_string_equal(cJSON_GetObjectItem(j, "database")->valuestring,
+	    "error");
+	cJSON_Delete(j);
+	/* this worker has no connection */
+	assert_int_equal(metrics_ready(buf, sizeof(buf), "no \"link\"", &len),
+	    503);
+	j = cJSON_Parse(buf);
+	assert_non_null(j);
+	assert_non_null(strstr(cJSON_GetObjectItem(j, "message")->valuestring,
+	    "no \"link\""));
+	cJSON_Delete(j);
+	assert_int_equal(strlen(buf), len);
+}
+
+/* Read the log file written since the last truncate. */
+static char *
+slurp(const char *path)
+{
+	static char	buf[8192];
+	FILE		*fp = fopen(path, "r");
+	size_t		 n;
+
+	assert_non_null(fp);
+	n = fread(buf, 1, sizeof(buf) - 1, fp);
+	buf[n] = '\0';
+	fclose(fp);
+	return buf;
+}
+
+static void
+test_log_json_and_limit(void **state)
+{
+	char			 path[] = "/tmp/outboxd-log-XXXXXX";
+	struct log_limit	 rl;
+	cJSON			*j;
+	char			*text;
+	int			 fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(log_open(path), 0);
+	log_init("relay", 2);
+	log_set_format(LOG_FORMAT_JSON);
+	log_kv(LOG_LEVEL_WARN, (const char *[]){ "outbox_id", "42",
+	    "ordering_key", "k \"1\"", "skipped", NULL, NULL },
+	    "publish failed: %s", "HTTP 500");
+	text = slurp(path);
+	j = cJSON_Parse(text);
+	assert_non_null(j);
+	assert_string_equal(cJSON_GetObjectItem(j, "level")->valuestring,
+	    "warn");
+	assert_string_equal(cJSON_GetObjectItem(j, "role")->valuestring,
+	    "relay.2");
+	assert_true(cJSON_IsNumber(cJSON_GetObjectItem(j, "pid")));
+	assert_string_equal(cJSON_GetObjectItem(j, "msg")->valuestring,
+	    "publish failed: HTTP 500");
+	assert_string_equal(cJSON_GetObjectItem(j, "outbox_id")->valuestring,
+	    "42");
+	assert_string_equal(cJSON_GetObjectItem(j, "ordering_key")->
+	    valuestring, "k \"1\"");
+	assert_null(cJSON_GetObjectItem(j, "skipped"));
+	/* RFC 3339 UTC with milliseconds */
+	assert_int_equal(strlen(cJSON_GetObjectItem(j, "time")->valuestring),
+	    24);
+	assert_int_equal(cJSON_GetObjectItem(j, "time")->valuestring[23], 'Z');
+	cJSON_Delete(j);
+
+	/* logfmt: fields after msg, quoted only when needed */
+	assert_int_equal(truncate(path, 0), 0);
+	log_set_format(LOG_FORMAT_LOGFMT);
+	log_kv(LOG_LEVEL_INFO, (const char *[]){ "order_id", "ab-12",
+	    "note", "two words", NULL }, "done");
+	text = slurp(path);
+	assert_non_null(strstr(text, " msg=\"done\" order_id=ab-12 "
+	    "note=\"two words\"\n"));
+	assert_non_null(strstr(text, "role=relay.2 pid="));
+
+	/* rate limit: one line, then a count on the next one written */
+	assert_int_equal(truncate(path, 0), 0);
+	memset(&rl, 0, sizeof(rl));
+	log_limited(&rl, LOG_LEVEL_WARN, "broker down %d", 1);
+	log_limited(&rl, LOG_LEVEL_WARN, "broker down %d", 2);
+	log_limited(&rl, LOG_LEVEL_WARN, "broker down %d", 3);
+	text = slurp(path);
+	assert_non_null(strstr(text, "broker down 1"));
+	assert_null(strstr(text, "broker down 2"));
+	rl.next = 1;		/* the window is over */
+	log_limited(&rl, LOG_LEVEL_WARN, "broker down %d", 4);
+	text = slurp(path);
+	assert_non_null(strstr(text, "broker down 4 (repeated 2 times)"));
+	log_limited(&rl, LOG_LEVEL_WARN, "broker down %d", 5);
+	log_limit_end(&rl, "SendMessageBatch");
+	text = slurp(path);
+	assert_non_null(strstr(text, "SendMessageBatch works again; 1 more"));
+	assert_int_equal(log_format_parse("json"), LOG_FORMAT_JSON);
+	assert_int_equal(log_format_parse("logfmt"), LOG_FORMAT_LOGFMT);
+	assert_int_equal(log_format_parse("xml"), -1);
+	log_open(NULL);
+	unlink(path);
+}
+
+static void
+test_redrive_parse(void **state)
+{
+	struct admin_redrive	 sel;
+	char			 err[256];
+	static const char *const bad[] = {
+		"", "[]", "{}", "{\"all\":false}", "{\"all\":true,\"ids\":[1]}",
+		"{\"ids\":[]}", "{\"ids\":[0]}", "{\"ids\":[1.5]}",
+		"{\"ids\":[\"1\"]}", "{\"event_type\":\"\"}",
+		"{\"event_type\":3}", "{\"every\":true}",
+	};
+	size_t			 i;
+
+	(void)state;
+	assert_int_equal(admin_redrive_parse("{\"all\":true}", 12, &sel, err,
+	    sizeof(err)), 0);
+	assert_true(sel.all);
+	admin_redrive_clear(&sel);
+	assert_int_equal(admin_redrive_parse("{\"ids\":[3,1,9007199254740991]}",
+	    31, &sel, err, sizeof(err)), 0);
+	assert_int_equal(sel.nids, 3);
+	assert_true(sel.ids[2] == INT64_C(9007199254740991));
+	admin_redrive_clear(&sel);
+	assert_int_equal(admin_redrive_parse("{\"event_type\":\"order.created\"}",
+	    31, &sel, err, sizeof(err)), 0);
+	assert_string_equal(sel.event_type, "order.created");
+	admin_redrive_clear(&sel);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		assert_int_equal(admin_redrive_parse(bad[i], strlen(bad[i]),
+		    &sel, err, sizeof(err)), -1);
+		assert_true(err[0] != '\0');
+		assert_null(sel.ids);
+		assert_null(sel.event_type);
+	}
+}
+
+static void
+test_token_equal(void **state)
+{
+	(void)state;
+	assert_true(admin_token_equal("0123456789abcdef", "0123456789abcdef"));
+	assert_false(admin_token_equal("0123456789abcdef", "0123456789abcdeF"));
+	assert_false(admin_token_equal("0123456789abcdef", "0123456789abcde"));
+	assert_false(admin_token_equal("", "x"));
+	assert_false(admin_token_equal(NULL, "x"));
+}
+
+static const char *
+write_conf(char *path, const char *text)
+{
+	FILE	*fp;
+	int	 fd;
+
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	fp = fdopen(fd, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+	return path;
+}
+
+static void
+test_admin_conf(void **state)
+{
+	static const char	 base[] = "database = \"dbname=x\"\n"
+				    "relay { workers = 0 }\n"
+				    "consumer { workers = 0 }\n";
+	struct conf		*c;
+	char			 path[64], text[512], err[512];
+
+	(void)state;
+	/* default: listen on loopback, but off without a token */
+	snprintf(path, sizeof(path), "/tmp/outboxd-ops-XXXXXX");
+	assert_int_equal(conf_load(write_conf(path, base), &c, err,
+	    sizeof(err)), 0);
+	assert_string_equal(c->admin.listen, "127.0.0.1:8081");
+	assert_null(c->admin.token);
+	assert_int_equal(c->log_format, LOG_FORMAT_LOGFMT);
+	conf_free(c);
+	unlink(path);
+
+	/* listen written without a token: refused */
+	snprintf(text, sizeof(text), "%sadmin { listen = \"127.0.0.1:9\" }\n",
+	    base);
+	snprintf(path, sizeof(path), "/tmp/outboxd-ops-XXXXXX");
+	assert_int_equal(conf_load(write_conf(path, text), &c, err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "admin.token"));
+	unlink(path);
+
+	/* a short token: refused */
+	snprintf(text, sizeof(text), "%sadmin { token = \"short\" }\n", base);
+	snprintf(path, sizeof(path), "/tmp/outboxd-ops-XXXXXX");
+	assert_int_equal(conf_load(write_conf(path, text), &c, err,
+	    sizeof(err)), -1);
+	unlink(path);
+
+	/* on, json logs; listen = "" turns it off */
+	snprintf(text, sizeof(text), "%slog_format = \"json\"\n"
+	    "admin { listen = \"[::1]:8099\" token = \"0123456789abcdef\" }\n",
+	    base);
+	snprintf(path, sizeof(path), "/tmp/outboxd-ops-XXXXXX");
+	assert_int_equal(conf_load(write_conf(path, text), &c, err,
+	    sizeof(err)), 0);
+	assert_string_equal(c->admin.host, "::1");
+	assert_string_equal(c->admin.port, "8099");
+	assert_string_equal(c->admin.token, "0123456789abcdef");
+	assert_int_equal(c->log_format, LOG_FORMAT_JSON);
+	conf_free(c);
+	unlink(path);
+	snprintf(text, sizeof(text), "%sadmin { listen = \"\" "
+	    "token = \"0123456789abcdef\" }\n", base);
+	snprintf(path, sizeof(path), "/tmp/outboxd-ops-XXXXXX");
+	assert_int_equal(conf_load(write_conf(path, text), &c, err,
+	    sizeof(err)), 0);
+	assert_null(c->admin.listen);
+	conf_free(c);
+	unlink(path);
+
+	/* a bad log_format names the line */
+	snprintf(text, sizeof(text), "%slog_format = \"xml\"\n", base);
+	snprintf(path, sizeof(path), "/tmp/outboxd-ops-XXXXXX");
+	assert_int_equal(conf_load(write_conf(path, text), &c, err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, ":4: log_format"));
+	unlink(path);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_render_before_init),
+		cmocka_unit_test(test_counters_and_histograms),
+		cmocka_unit_test(test_label_escape),
+		cmocka_unit_test(test_publish_reason),
+		cmocka_unit_test(test_ready),
+		cmocka_unit_test(test_log_json_and_limit),
+		cmocka_unit_test(test_redrive_parse),
+		cmocka_unit_test(test_token_equal),
+		cmocka_unit_test(test_admin_conf),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
