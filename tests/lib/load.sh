@@ -9,7 +9,8 @@
 #	all, a new connection per request; --keepalive reuses connections,
 #	--rate R, --threads N).  Its files are $T_DIR/NAME.ids ("ID CUSTOMER"
 #	per 201), $T_DIR/NAME.fail (a JSON line per failed request) and, once
-#	stopped, $T_DIR/NAME.stats (see load-gen.py).  Stopped at exit.
+#	stopped, $T_DIR/NAME.stats (see load-gen.py); its own output goes to
+#	$T_DIR/NAME.load.log.  Stopped at exit.
 # load_stop NAME	SIGTERM; waits until the requests in progress ended.
 # load_stat NAME FILTER	jq FILTER on NAME.stats (load_stop first)
 # load_created NAME	201s so far
@@ -24,9 +25,17 @@
 #	item; says how long it took; returns 1 on timeout (MISSING = count).
 # check_orders_stored IDFILE WHAT
 #	PASS/FAIL: every id in IDFILE has its orders row and its outbox row.
+# wait_outbox_sent SECONDS
+#	Wait until no outbox row is left other than 'sent' (a row a killed
+#	relay had claimed waits for its lease to end).
 # check_fulfilled_once IDFILE WHAT
 #	PASS/FAIL: every id in IDFILE has a fulfillment item; every orders row
 #	has exactly one item and every item an order; every outbox row 'sent'.
+#
+# ---- configuration -----------------------------------------------------------
+# conf_set FILE SECTION KEY VALUE
+#	Set KEY = VALUE inside "SECTION {" of FILE (added if absent); the new
+#	file replaces the old by rename, so a reload never reads half of it.
 #
 # ---- the master's children ---------------------------------------------------
 # children PID		"PID STAT TITLE" for each child of PID
@@ -35,6 +44,8 @@
 # zombies PID		children of PID in state Z (<defunct>), "PID TITLE"
 # wait_counts PID SECONDS H R C	wait until PID has exactly H http, R relay,
 #	C consumer children and no other child
+# group_running PGID	processes of that process group still running (a
+#	zombie is not: an orphan's exit status waits for init to collect it)
 
 LOAD_PY=$T_LIB/load-gen.py
 
@@ -44,16 +55,16 @@ load_start() {
 	: "${OUTBOXD_URL:?}"
 	rm -f "$T_DIR/$name.ids" "$T_DIR/$name.fail" "$T_DIR/$name.stats"
 	touch "$T_DIR/$name.ids" "$T_DIR/$name.fail"
-	add_log "$T_DIR/$name.log"
+	add_log "$T_DIR/$name.load.log"
 	on_exit "load_stop '$name' >/dev/null"
-	proc_start "$T_DIR/$name.pid" "$T_DIR/$name.log" "$PY" "$LOAD_PY" \
+	proc_start "$T_DIR/$name.load.pid" "$T_DIR/$name.load.log" "$PY" "$LOAD_PY" \
 		--url "$OUTBOXD_URL" --out "$T_DIR/$name" --tag "$name" "$@" ||
 		die "could not start the load generator $name"
 	say "load $name started ($*)"
 }
 
 load_stop() {
-	local name=$1 pf=$T_DIR/$1.pid i
+	local name=$1 pf=$T_DIR/$1.load.pid i
 	[ -f "$pf" ] || return 0
 	kill -TERM "$(proc_pid "$pf")" 2>/dev/null || true
 	for i in $(seq 1 300); do
@@ -89,10 +100,11 @@ load_failed_stored() {
 	local name=$1 list
 	list=$(jq -r '.customer' "$T_DIR/$name.fail" | sed "s/'/''/g; s/.*/'&'/" | paste -sd, -)
 	[ -n "$list" ] || return 0
-	sql "SELECT customer_id FROM orders WHERE customer_id IN ($list) ORDER BY 1" >"$T_DIR/$name.stored"
+	sql "SELECT customer_id FROM orders WHERE customer_id IN ($list)" |
+		LC_ALL=C sort >"$T_DIR/$name.stored"
 	[ -s "$T_DIR/$name.stored" ] || return 0
-	jq -r '"\(.customer) \(.kind)"' "$T_DIR/$name.fail" | sort >"$T_DIR/$name.failkinds"
-	join "$T_DIR/$name.stored" "$T_DIR/$name.failkinds"
+	jq -r '"\(.customer) \(.kind)"' "$T_DIR/$name.fail" | LC_ALL=C sort >"$T_DIR/$name.failkinds"
+	LC_ALL=C join "$T_DIR/$name.stored" "$T_DIR/$name.failkinds"
 }
 
 # ---- outcomes ----------------------------------------------------------------
@@ -121,6 +133,19 @@ wait_fulfilled() {
 		fi
 		sleep 1
 	done
+}
+
+_outbox_all_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")" = 0 ]; }
+
+wait_outbox_sent() {
+	local t0
+	t0=$(now_ms)
+	if wait_until "$1" "every outbox row 'sent'" _outbox_all_sent; then
+		say "every outbox row 'sent' ($(($(now_ms) - t0)) ms of waiting)"
+	else
+		say "outbox rows by status: $(sql "SELECT string_agg(status || ' ' || n, ', ') FROM (SELECT status, count(*) n FROM outbox GROUP BY 1) s")"
+		return 1
+	fi
 }
 
 check_orders_stored() {
@@ -157,6 +182,17 @@ check_fulfilled_once() {
 	check_eq "$what: outbox rows not 'sent'" 0 "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")"
 }
 
+# ---- configuration -----------------------------------------------------------
+
+conf_set() {
+	local file=$1
+	awk -v s="$2" -v k="$3" -v v="$4" '
+		$1 == s && $2 == "{" { in_sec = 1; print; next }
+		in_sec && $1 == k && $2 == "=" { print "\t" k " = " v; done = 1; next }
+		in_sec && $1 == "}" { if (!done) print "\t" k " = " v; in_sec = 0; done = 0 }
+		{ print }' "$file" >"$file.new" && mv "$file.new" "$file"
+}
+
 # ---- the master's children ---------------------------------------------------
 
 children() { ps --ppid "$1" -o pid=,stat=,args= 2>/dev/null | sed 's/^ *//' || true; }
@@ -170,6 +206,10 @@ child_pid() {
 }
 
 zombies() { children "$1" | awk '$2 ~ /^Z/ { print }'; }
+
+group_running() {
+	ps -e -o pid=,pgid=,stat= | awk -v g="$1" '$2 == g && $3 !~ /^Z/ { print $1 }'
+}
 
 _counts_are() {
 	local pid=$1

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# master-stop.sh -- stopping the master, three ways:
+# (a) SIGTERM under a steady stream of orders: the master exits 0 within
+#     shutdown_timeout, every worker drained (exit 0, none killed by the
+#     timeout), none left; every request that got a 201 has its order and
+#     its outbox row, and no order was stored whose request did not get its
+#     201 (the drain answers every request it took);
+# (b) kill -9 of the master under load: no outboxd child is left after 3 s
+#     (they get SIGTERM from the kernel, PR_SET_PDEATHSIG);
+#     then outboxd is started again and every order accepted in (a) and (b)
+#     is fulfilled, exactly once;
+# (c) SIGQUIT while an HTTP worker holds a request (the orders table is
+#     locked, so its INSERT waits): the master and every worker are gone at
+#     once (well under a second, although shutdown_timeout is 5 s), exit 0.
+# The queue's visibility timeout is 5 s: a consumer stopped in a long poll
+# may leave a message invisible that long before the restart gets it.
+. "$(dirname "$0")/../lib/common.sh"
+. "$T_LIB/load.sh"
+test_init
+need_binaries
+export STACK_VISIBILITY_TIMEOUT=5
+stack_up
+
+SHUTDOWN_MS=5000
+OB_HTTP_WORKERS=2 OB_RELAY_WORKERS=2 OB_CONSUMER_WORKERS=1 OB_WAIT_TIME=5 \
+OB_SHUTDOWN_TIMEOUT=$SHUTDOWN_MS outbox_conf_write "$T_DIR/outbox.conf"
+
+gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
+
+# alive_of PIDS... -- those of PIDS still running (zombies are not)
+alive_of() {
+	local p
+	for p in "$@"; do
+		[ -e "/proc/$p" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$p/status" 2>/dev/null && echo "$p"
+	done
+	return 0
+}
+
+# ---- (a) SIGTERM under load ---------------------------------------------------
+outboxd_start "$T_DIR/outbox.conf" a
+M=$(proc_pid "$OUTBOXD_PIDFILE")
+wait_counts "$M" 10 2 2 1 || die "workers did not all start: $(counts_now "$M")"
+kids=$(children "$M" | awk '{ print $1 }')
+load_start a --threads 4 --rate 60
+load_wait_created a 100 20 || die "no orders flowing"
+t0=$(now_ms)
+kill -TERM "$M"
+wait_until $((SHUTDOWN_MS / 1000 + 5)) "outboxd to exit after SIGTERM" gone || true
+t_exit=$(($(now_ms) - t0))
+load_stop a
+rc=0
+if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
+say "(a) SIGTERM under load: master gone after $t_exit ms (poll step 200 ms), exit status $rc"
+echo "TIMING master-stop sigterm_under_load_exit_ms=$t_exit shutdown_timeout_ms=$SHUTDOWN_MS"
+check_eq "(a) exit status after SIGTERM" 0 "$rc"
+check "(a) exited within shutdown_timeout ($t_exit ms <= $SHUTDOWN_MS ms + 500 ms of polling)" \
+	[ "$t_exit" -le $((SHUTDOWN_MS + 500)) ]
+check "(a) the master logged the graceful stop" \
+	grep -q "msg=\"graceful stop: draining 5 worker(s), up to $SHUTDOWN_MS ms\"" "$OUTBOXD_LOG"
+check_eq "(a) workers that exited 0 (drained)" 5 \
+	"$(grep -cE 'role=master .*msg="(http|relay|consumer) [0-9]+ pid=[0-9]+ exited with status 0"' "$OUTBOXD_LOG" || true)"
+check_eq "(a) workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
+check_eq "(a) no worker left" "" "$(alive_of $kids | tr '\n' ' ')"
+check "(a) orders answered 201 before the stop" [ "$(load_created a)" -ge 100 ]
+check_orders_stored "$T_DIR/a.ids" "(a) SIGTERM"
+lost=$(load_failed_stored a)
+check_eq "(a) orders stored whose request got no 201 (answer lost in the drain)" "" "$lost"
+say "(a) requests that failed once the stop began: $(jq -r .kind "$T_DIR/a.fail" | sort | uniq -c | tr '\n' ' ') (no worker takes new connections while draining; the master's exit closes the socket)"
+say "(a) outbox rows left pending by the stop: $(sql "SELECT count(*) FROM outbox WHERE status = 'pending'")"
+
+# ---- (b) kill -9 of the master --------------------------------------------------
+outboxd_start "$T_DIR/outbox.conf" b
+M=$(proc_pid "$OUTBOXD_PIDFILE")
+wait_counts "$M" 10 2 2 1 || die "workers did not all start: $(counts_now "$M")"
+kids=$(children "$M" | awk '{ print $1 }')
+load_start b --threads 4 --rate 60
+load_wait_created b 100 20 || die "no orders flowing"
+t0=$(now_ms)
+kill -KILL "$M"
+t_gone=
+while [ $(($(now_ms) - t0)) -lt 3000 ]; do
+	if [ -z "$(alive_of $kids)" ]; then
+		t_gone=$(($(now_ms) - t0))
+		break
+	fi
+	sleep 0.05
+done
+[ -n "$t_gone" ] || sleep 0.1
+left=$(alive_of $kids | tr '\n' ' ')
+check_eq "(b) outboxd children still running 3 s after kill -9 of the master" "" "${left% }"
+[ -z "$left" ] || ps -o pid,ppid,stat,args -p "$(echo $left | tr ' ' ,)" || true
+say "(b) every child gone ${t_gone:-(not all)} ms after kill -9 of the master (poll step 50 ms)"
+echo "TIMING master-stop orphans_gone_after_master_kill_ms=${t_gone:-none}"
+wait "$M" 2>/dev/null || true
+check_eq "(b) no process of outboxd's process group still running" "" "$(group_running "$M" | tr '\n' ' ')"
+check_eq "(b) workers that logged their stop (SIGTERM from the kernel)" 5 \
+	"$(grep -cE 'msg="stop signal: finishing work in hand"' "$OUTBOXD_LOG" || true)"
+load_stop b
+say "(b) orders stored whose answer was lost with the master: $(load_failed_stored b | wc -l)"
+
+# ---- restart: everything accepted is fulfilled -----------------------------------
+outboxd_start "$T_DIR/outbox.conf" c
+M=$(proc_pid "$OUTBOXD_PIDFILE")
+cat "$T_DIR/a.ids" "$T_DIR/b.ids" >"$T_DIR/ab.ids"
+t0=$(now_ms)
+wait_fulfilled "$T_DIR/ab.ids" 60 || true
+wait_outbox_sent 40 || true
+echo "TIMING master-stop restart_to_all_fulfilled_ms=$(($(now_ms) - t0)) orders=$(wc -l <"$T_DIR/ab.ids")"
+check_orders_stored "$T_DIR/b.ids" "(b) kill -9"
+check_fulfilled_once "$T_DIR/ab.ids" "(a+b) after a restart"
+
+# ---- (c) SIGQUIT with a request in hand -------------------------------------------
+wait_counts "$M" 10 2 2 1 || fail "(c) workers did not all start: $(counts_now "$M")"
+kids=$(children "$M" | awk '{ print $1 }')
+on_exit "proc_stop '$T_DIR/locker.pid' 2"
+proc_start "$T_DIR/locker.pid" "$T_DIR/locker.log" psql -X -q -c \
+	"BEGIN; LOCK TABLE orders IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(8); COMMIT;" ||
+	die "could not lock the orders table"
+locked() { [ "$(sql "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'orders' AND l.mode = 'AccessExclusiveLock' AND l.granted")" = 1 ]; }
+wait_until 5 "the orders table locked" locked || die "the orders table did not get locked"
+curl -sS -o /dev/null -w '%{http_code}' --max-time 20 -H 'Content-Type: application/json' \
+	--data-binary '{"customerId":"quit-1","amountCents":1}' "$OUTBOXD_URL/orders" \
+	>"$T_DIR/quit.code" 2>"$T_DIR/quit.err" &
+CURL=$!
+waiting() { [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT%'")" -ge 1 ]; }
+check "(c) an HTTP worker holds a POST /orders (its INSERT waits for the lock)" \
+	wait_until 5 "an INSERT waiting for the lock" waiting
+t0=$(now_ms)
+kill -QUIT "$M"
+gone_all() { gone && [ -z "$(alive_of $kids)" ]; }
+wait_until 5 "outboxd and its workers to exit after SIGQUIT" gone_all || true
+t_quit=$(($(now_ms) - t0))
+rc=0
+if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
+say "(c) SIGQUIT: master and workers gone after $t_quit ms (poll step 200 ms), exit status $rc"
+echo "TIMING master-stop sigquit_exit_ms=$t_quit"
+check_eq "(c) exit status after SIGQUIT" 0 "$rc"
+check "(c) gone at once ($t_quit ms < 1000 ms; shutdown_timeout is $SHUTDOWN_MS ms)" [ "$t_quit" -lt 1000 ]
+check "(c) the master logged the immediate stop" grep -q 'msg="immediate stop"' "$OUTBOXD_LOG"
+check_eq "(c) no worker left" "" "$(alive_of $kids | tr '\n' ' ')"
+check_eq "(c) no process of outboxd's process group still running" "" "$(group_running "$M" | tr '\n' ' ')"
+wait "$CURL" 2>/dev/null || true
+say "(c) the request in hand got: HTTP $(cat "$T_DIR/quit.code") $(head -c 120 "$T_DIR/quit.err")"
+check "(c) the request in hand was not answered 201 (an immediate stop does not finish work)" \
+	[ "$(cat "$T_DIR/quit.code")" != 201 ]
