@@ -587,11 +587,12 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	if (c->relay.lease <= c->relay.timeout ||
-	    c->relay.lease <= c->webhook.timeout) {
+	if (c->relay.lease <= (c->relay.sink == CONF_SINK_HTTP ?
+	    c->webhook.timeout : c->relay.timeout)) {
 		snprintf(err, errlen, "%s: relay.lease (%ld ms) must be longer "
-		    "than relay.timeout and webhook.timeout, or a slow publish "
-		    "could be claimed twice", c->path, c->relay.lease);
+		    "than the sink's timeout (relay.timeout, or webhook.timeout "
+		    "for relay.sink = \"http\"), or a slow publish could be "
+		    "claimed twice", c->path, c->relay.lease);
 		return -1;
 	}
 
