@@ -67,6 +67,8 @@
 #define HTTP_BACKSTOP		(64L * 1024 * 1024) /* evhttp's own limit */
 #define HTTP_LINGER_MS		2000	/* reading after a refusal */
 #define HTTP_FLUSH_MS		2000	/* stopping: last answers to go out */
+#define HTTP_DRAIN_MS		300	/* stopping: requests already on an
+					   accepted connection get in */
 #define HTTP_QUEUE_MAX		4096	/* requests waiting for the database */
 #define HTTP_PIPELINE_DEPTH	2	/* statements in flight, each link */
 #define HTTP_NOTIFY_MS		5	/* at most one NOTIFY per this, each */
@@ -187,6 +189,8 @@ struct http_worker {
 	int			 notify_self;	/* no trigger notifies */
 	int			 notify_dirty;	/* orders since the last */
 	struct event		*notify_ev;	/* the NOTIFY window */
+	struct event		*drain_ev;	/* end of HTTP_DRAIN_MS */
+	int			 drained;	/* HTTP_DRAIN_MS are over */
 	size_t			 max_body;
 	size_t			 max_request;	/* body + HTTP_HEAD_MAX */
 	int			 nconns;	/* guarded connections */
@@ -348,7 +352,7 @@ http_maybe_exit(struct http_worker *w)
 {
 	struct timeval	tv = http_tv(HTTP_FLUSH_MS);
 
-	if (!w->stopping || w->inflight > 0)
+	if (!w->stopping || !w->drained || w->inflight > 0)
 		return;
 	if (w->unflushed == 0)
 		event_base_loopexit(w->base, NULL);
@@ -1561,6 +1565,17 @@ http_conn_new(struct event_base *base, void *arg)
 /* SIGTERM/SIGINT: stop accepting (the other workers go on accepting on
  * the shared socket), answer what is in hand, then leave the loop. */
 static void
+http_drained(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_worker	*w = arg;
+
+	(void)fd;
+	(void)what;
+	w->drained = 1;
+	http_maybe_exit(w);
+}
+
+static void
 http_on_stop(void *arg)
 {
 	struct http_worker	*w = arg;
@@ -1574,6 +1589,19 @@ http_on_stop(void *arg)
 		evconnlistener_disable(evhttp_bound_socket_get_listener(
 		    w->bound));
 	log_info("stopping: %d requests in progress", w->inflight);
+	/*
+	 * A connection accepted just before the stop may not have sent its
+	 * request yet, and one whose request is read in this very loop
+	 * pass is not counted yet: give them HTTP_DRAIN_MS to get in
+	 * (answered with "Connection: close") before leaving.
+	 */
+	{
+		struct timeval	tv = http_tv(HTTP_DRAIN_MS);
+
+		w->drain_ev = evtimer_new(w->base, http_drained, w);
+		if (w->drain_ev == NULL || evtimer_add(w->drain_ev, &tv) == -1)
+			w->drained = 1;
+	}
 	http_maybe_exit(w);
 }
 
@@ -1611,6 +1639,8 @@ http_worker_free(struct http_worker *w)
 	free(w->dbs);
 	if (w->notify_ev != NULL)
 		event_free(w->notify_ev);
+	if (w->drain_ev != NULL)
+		event_free(w->drain_ev);
 	while ((job = TAILQ_FIRST(&w->queue)) != NULL) {
 		TAILQ_REMOVE(&w->queue, job, entry);
 		free(job);
@@ -1749,6 +1779,10 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 		log_warnx("event loop failed");
 		goto fail;
 	}
+	/* A request started in the loop pass that decided to leave is
+	 * answered before we go; http_maybe_exit() ends this round. */
+	while (w.inflight > 0 && event_base_dispatch(w.base) == 0)
+		;
 	log_info("stopped");
 	http_worker_free(&w);
 	return 0;
