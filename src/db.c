@@ -40,7 +40,11 @@ db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
 
 	snprintf(app, sizeof(app), "outboxd %s", role);
 	vals[0] = app;
-	vals[1] = "-c TimeZone=UTC";
+	/* The HTTP workers wake the relays themselves, debounced (http.c):
+	 * sql/schema.sql's trigger must skip their inserts, or every order
+	 * transaction queues a NOTIFY and serialises on its commit lock. */
+	vals[1] = strcmp(role, "http") == 0 ?
+	    "-c TimeZone=UTC -c outboxd.notify=off" : "-c TimeZone=UTC";
 	vals[2] = "10";
 	vals[3] = "5";
 	vals[4] = "2";
