@@ -39,6 +39,36 @@ CREATE TABLE IF NOT EXISTS outbox (
 
 -- Columns added after the first release (no-ops on a fresh database).
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS first_claimed_at timestamptz;
+ALTER TABLE outbox ADD COLUMN IF NOT EXISTS commit_seq bigint;
+
+-- Commit order per key.  An id (or created_at) is taken at insert time, but
+-- a row becomes visible at commit, and two transactions writing one key can
+-- commit in the other order.  At commit, a deferred trigger takes a lock on
+-- the row's key (held until the commit has ended) and stamps the row from a
+-- sequence: for one key, stamp order is commit order.  Writers of one key
+-- wait for each other only for the instant of their commits.
+--
+-- Sessions that set outboxd.stamp = off skip it: outboxd's HTTP workers do,
+-- because an order.created event's key is the order's own new id, which no
+-- other row can share.  Rows without a stamp sort first, by id.
+CREATE SEQUENCE IF NOT EXISTS outbox_commit_seq;
+
+CREATE OR REPLACE FUNCTION outbox_stamp() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pg_advisory_xact_lock(2027, hashtext(NEW.ordering_key));
+	UPDATE outbox SET commit_seq = nextval('outbox_commit_seq')
+	WHERE id = NEW.id;
+	RETURN NULL;
+END;
+$$;
+
+DROP TRIGGER IF EXISTS outbox_stamp ON outbox;
+CREATE CONSTRAINT TRIGGER outbox_stamp AFTER INSERT ON outbox
+	DEFERRABLE INITIALLY DEFERRED
+	FOR EACH ROW
+	WHEN (coalesce(current_setting('outboxd.stamp', true), 'on') <> 'off')
+	EXECUTE FUNCTION outbox_stamp();
 
 -- The relay's claim scans pending rows in id order; a partial index keeps
 -- that scan small however many sent rows the table holds.
@@ -94,10 +124,9 @@ INSERT INTO outbox_control (id) VALUES (1) ON CONFLICT (id) DO NOTHING;
 --
 -- Order per key: a row is its key's head when no other unsent row of the
 -- key is in progress (claimed, backing off or failed) and, among rows not
--- yet taken, it has the lowest id.  Rows are seen in the order they become
--- visible, that is in commit order, so a transaction that commits late is
--- published after the rows that committed before it (never skipped); rows
--- that committed between two scans go in id order.
+-- yet taken, it committed first (the lowest commit_seq, see outbox_stamp()).
+-- A transaction that commits late is published after the rows that
+-- committed before it, never skipped: there is no "last id seen".
 --
 -- Two relays must not both take heads of one key: step 1 takes a
 -- transaction-level advisory lock on each candidate key, and step 2, a new
@@ -137,7 +166,9 @@ BEGIN
 			  AND (s.status = 'failed' OR s.first_claimed_at IS NOT NULL))
 		AND (o.first_claimed_at IS NOT NULL OR NOT EXISTS (
 			SELECT 1 FROM outbox s
-			WHERE s.ordering_key = o.ordering_key AND s.id < o.id
+			WHERE s.ordering_key = o.ordering_key
+			  AND (coalesce(s.commit_seq, 0), s.id) <
+			      (coalesce(o.commit_seq, 0), o.id)
 			  AND s.status <> 'sent'))
 	      ORDER BY o.id LIMIT p_limit) h
 	WHERE pg_try_advisory_xact_lock(2026, hashtext(h.ordering_key));
@@ -161,7 +192,9 @@ BEGIN
 			  AND (s.status = 'failed' OR s.first_claimed_at IS NOT NULL))
 		  AND (c.first_claimed_at IS NOT NULL OR NOT EXISTS (
 			SELECT 1 FROM outbox s
-			WHERE s.ordering_key = c.ordering_key AND s.id < c.id
+			WHERE s.ordering_key = c.ordering_key
+			  AND (coalesce(s.commit_seq, 0), s.id) <
+			      (coalesce(c.commit_seq, 0), c.id)
 			  AND s.status <> 'sent'))
 		FOR UPDATE SKIP LOCKED)
 	RETURNING o.id, o.event_type, o.ordering_key, o.payload::text,

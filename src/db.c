@@ -40,11 +40,10 @@ db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
 
 	snprintf(app, sizeof(app), "outboxd %s", role);
 	vals[0] = app;
-	/* The HTTP workers wake the relays themselves, debounced (http.c):
-	 * sql/schema.sql's trigger must skip their inserts, or every order
-	 * transaction queues a NOTIFY and serialises on its commit lock. */
-	vals[1] = strcmp(role, "http") == 0 ?
-	    "-c TimeZone=UTC -c outboxd.notify=off" : "-c TimeZone=UTC";
+	/* The HTTP workers wake the relays themselves, debounced (http.c),
+	 * and write only keys no other row shares: see sql/schema.sql. */
+	vals[1] = strcmp(role, "http") == 0 ? HTTP_SESSION_OPTIONS :
+	    "-c TimeZone=UTC";
 	vals[2] = "10";
 	vals[3] = "5";
 	vals[4] = "2";
@@ -76,6 +75,7 @@ db_check_schema(struct pg_conn *conn, char *err, size_t errlen)
 	res = PQexec(conn, "SELECT to_regclass('orders') IS NOT NULL AND "
 	    "to_regclass('outbox') IS NOT NULL AND "
 	    "to_regprocedure('outbox_notify()') IS NOT NULL AND "
+	    "to_regprocedure('outbox_stamp()') IS NOT NULL AND "
 	    "to_regclass('outbox_control') IS NOT NULL AND "
 	    "position('created_at' IN coalesce(pg_get_function_result("
 	    "to_regprocedure('outbox_claim(bigint,bigint,integer)')), '')) > 0");

@@ -946,7 +946,7 @@ http_db_connect(struct http_db *db)
 			    "keepalives_count", "tcp_user_timeout", "dbname",
 			    NULL };
 	const char	*vals[] = { "outboxd http",
-			    "-c TimeZone=UTC -c outboxd.notify=off", "5",
+			    HTTP_SESSION_OPTIONS, "5",
 			    "2", "3", "10000", db->w->conf->database, NULL };
 
 	db->pg = PQconnectStartParams(keys, vals, 1);

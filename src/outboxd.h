@@ -33,6 +33,16 @@ struct pg_result;
 /* The LISTEN/NOTIFY channel the outbox trigger signals (sql/schema.sql). */
 #define OUTBOX_CHANNEL		"outbox_new"
 
+/*
+ * Session options of the HTTP workers' connections.  outboxd.notify=off:
+ * the schema's NOTIFY trigger skips their inserts, the workers notify
+ * themselves, debounced (a NOTIFY per transaction serialises commits).
+ * outboxd.stamp=off: no commit-order stamp, since an order.created
+ * event's key is the new order's id, which no other row shares.
+ */
+#define HTTP_SESSION_OPTIONS	\
+	"-c TimeZone=UTC -c outboxd.notify=off -c outboxd.stamp=off"
+
 /* ---- conf.c: the only file that knows libconfuse ---------------------- */
 
 enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP };

@@ -533,8 +533,12 @@ relay_on_reconnect(evutil_socket_t fd, short what, void *arg)
 	tv.tv_usec = (r->reconnect_delay % 1000) * 1000;
 	evtimer_add(r->reconnect_ev, &tv);
 	r->reconnect_delay *= 2;
+	/* Never wait longer than a poll would: rows written once the
+	 * server is back are due within poll_interval. */
 	if (r->reconnect_delay > RELAY_RECONNECT_MAX)
 		r->reconnect_delay = RELAY_RECONNECT_MAX;
+	if (r->reconnect_delay > r->conf->relay.poll_interval)
+		r->reconnect_delay = r->conf->relay.poll_interval;
 }
 
 static void

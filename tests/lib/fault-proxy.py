@@ -36,13 +36,31 @@ Modes (a mode with "times" or "seconds" falls back to "pass" when used up):
                  and/or "times" (both null = until changed).
   delay          forward after sleeping ms (default 1000) milliseconds;
                  "seconds"/"times" as above.
+  fail-entries   per-entry failures chosen by content: for a
+                 SendMessageBatch, every entry whose MessageBody contains
+                 a rule's "match" text (or whose Id is in its "ids") is
+                 answered in Failed with that rule's SenderFault
+                 ("sender_fault", default false), "code" (default
+                 "InternalError") and "message" ("injected"); the other
+                 entries are forwarded and answered as the emulator
+                 answers them.  rules: a list of {match|ids, sender_fault,
+                 code, message}.  times/seconds as above (null = until
+                 changed).  SenderFault false is SQS's per-entry server
+                 error (retry); true means the message can never succeed.
 Every mode takes "actions": a list of SQS actions it applies to (e.g.
-["SendMessageBatch"]); default: SendMessageBatch only for partial-batch,
-every action for the others.  Requests outside it pass through.
+["SendMessageBatch"]); default: SendMessageBatch only for partial-batch
+and fail-entries, every action for the others.  Requests outside it pass
+through.
+
+GET /__fault also lists "inflight": the requests being handled right now
+(action, the client's TCP port "peer_port", "since" (epoch seconds), and
+for SendMessage(Batch) the entry "ids"), so a test can tell which client
+process has a request outstanding (e.g. with ss -tnp).
 
 Stats: requests and per-action counts, entries_forwarded (messages that
 reached the emulator through SendMessage/SendMessageBatch), injected (the
-entries failed on purpose: action, Id, MessageBody, time), held.
+entries failed on purpose: action, Id, MessageBody, time), held,
+requests_done (action, peer_port, ids, since, done) for SendMessage(Batch).
 """
 import argparse
 import json
@@ -64,7 +82,23 @@ MODES = {
     "status": {"status": 500, "code": "InternalError", "message": "injected",
                "times": None, "seconds": None, "actions": None},
     "delay": {"ms": 1000, "times": None, "seconds": None, "actions": None},
+    "fail-entries": {"rules": [], "times": None, "seconds": None,
+                     "actions": ["SendMessageBatch"]},
 }
+
+# The client's address, for the in-flight list: proxylib hands the hook
+# only the request, so remember the peer per handler thread.
+_tls = threading.local()
+_orig_handle = proxylib._Handler._handle
+
+
+def _handle_with_peer(self):
+    _tls.peer = self.client_address
+    return _orig_handle(self)
+
+
+for _m in ("do_GET", "do_POST", "do_PUT", "do_DELETE", "do_HEAD", "do_PATCH"):
+    setattr(proxylib._Handler, _m, _handle_with_peer)
 
 
 class Faults:
@@ -75,6 +109,8 @@ class Faults:
         self.release.set()
         self.hold_armed = False
         self.hold_max = 30
+        self.inflight = {}
+        self.inflight_seq = 0
         self.reset_stats()
         self.set_mode({"mode": "pass"})
         if a.mode:
@@ -82,7 +118,8 @@ class Faults:
 
     def reset_stats(self):
         self.stats = {"requests": 0, "by_action": {}, "entries_forwarded": 0,
-                      "injected": [], "held": 0, "faulted_requests": 0}
+                      "injected": [], "held": 0, "faulted_requests": 0,
+                      "requests_done": []}
 
     def set_mode(self, spec):
         name = spec.get("mode")
@@ -106,7 +143,8 @@ class Faults:
     def state(self):
         return {"mode": self.mode, "params": self.params, "remaining_times": self.remaining,
                 "seconds_left": (max(0.0, self.until - time.time()) if self.until else None),
-                "holding": not self.release.is_set(), "stats": self.stats}
+                "holding": not self.release.is_set(), "stats": self.stats,
+                "inflight": sorted(self.inflight.values(), key=lambda r: r["since"])}
 
     def write_stats(self):
         if self.a.stats:
@@ -151,9 +189,41 @@ class Faults:
             self.write_stats()
             return proxylib.json_response(200, self.state(), "application/json")
 
+    def entry_ids(self, req):
+        if req.action not in ("SendMessage", "SendMessageBatch"):
+            return None
+        try:
+            doc = json.loads(req.body)
+        except ValueError:
+            return None
+        if req.action == "SendMessage":
+            return [doc.get("MessageDeduplicationId")] if isinstance(doc, dict) else None
+        try:
+            return [e.get("Id") for e in doc.get("Entries") or []]
+        except AttributeError:
+            return None
+
     def hook(self, req):
         if req.path.startswith("/__fault"):
             return self.control(req)
+        peer = getattr(_tls, "peer", None)
+        rec = {"action": req.action, "peer_port": peer[1] if peer else None,
+               "since": time.time(), "ids": self.entry_ids(req)}
+        with self.lock:
+            self.inflight_seq += 1
+            key = self.inflight_seq
+            self.inflight[key] = rec
+        try:
+            return self.hook_inner(req)
+        finally:
+            with self.lock:
+                del self.inflight[key]
+                if rec["ids"] is not None:
+                    rec["done"] = time.time()
+                    self.stats["requests_done"].append(rec)
+                self.write_stats()
+
+    def hook_inner(self, req):
         action = req.action
         with self.lock:
             self.stats["requests"] += 1
@@ -173,6 +243,8 @@ class Faults:
             params = dict(self.params)
         if mode == "partial-batch":
             return self.partial_batch(req, params)
+        if mode == "fail-entries":
+            return self.fail_entries(req, params)
         if mode == "status":
             self.consume()
             proxylib.log(NAME, "inject HTTP %s for %s" % (params["status"], action))
@@ -265,6 +337,62 @@ class Faults:
                      (len(rest), len(entries), victim.get("Id")))
         hdrs = [(k, v) for k, v in resp.headers if k.lower() not in ("x-amz-crc32",)] if rest \
             else [("Content-Type", "application/x-amz-json-1.0")]
+        return proxylib.Response(200, json.dumps(answer), hdrs)
+
+    def fail_entries(self, req, p):
+        try:
+            doc = json.loads(req.body)
+            entries = doc["Entries"]
+            assert isinstance(entries, list)
+        except (ValueError, KeyError, AssertionError, TypeError):
+            return self.pass_through(req)
+        victims, rest = [], []
+        for e in entries:
+            body = str(e.get("MessageBody", ""))
+            rule = None
+            for r in p.get("rules") or []:
+                m = r.get("match")
+                if (m is not None and m in body) or str(e.get("Id")) in [str(i) for i in r.get("ids") or []]:
+                    rule = r
+                    break
+            (victims if rule is not None else rest).append((e, rule))
+        if not victims:
+            return self.pass_through(req)
+        answer, hdrs = {"Successful": []}, [("Content-Type", "application/x-amz-json-1.0")]
+        if rest:
+            body = json.dumps(dict(doc, Entries=[e for e, _ in rest])).encode("utf-8")
+            try:
+                resp = proxylib.forward(self.a.upstream, req, body=body, timeout=self.a.upstream_timeout)
+            except Exception as ex:
+                proxylib.log(NAME, "upstream error for %s: %r" % (req.action, ex))
+                return proxylib.json_response(502, {"__type": "ProxyUpstreamError", "message": repr(ex)})
+            if resp.status != 200:
+                return resp
+            try:
+                answer = json.loads(resp.body or b"{}")
+            except ValueError:
+                return resp
+            hdrs = [(k, v) for k, v in resp.headers if k.lower() not in ("x-amz-crc32",)]
+        answer.setdefault("Successful", [])
+        failed = list(answer.get("Failed") or [])
+        now = time.time()
+        for e, r in victims:
+            failed.append({"Id": e.get("Id"), "SenderFault": bool(r.get("sender_fault", False)),
+                           "Code": r.get("code", "InternalError"), "Message": r.get("message", "injected")})
+        answer["Failed"] = failed
+        with self.lock:
+            self.stats["faulted_requests"] += 1
+            self.stats["entries_forwarded"] += len(rest)
+            for e, r in victims:
+                self.stats["injected"].append({"action": req.action, "Id": e.get("Id"),
+                                               "MessageBody": e.get("MessageBody"),
+                                               "SenderFault": bool(r.get("sender_fault", False)),
+                                               "entries": len(entries), "time": now})
+            if self.remaining is not None:
+                self.remaining -= 1
+            self.write_stats()
+        proxylib.log(NAME, "fail-entries: forwarded %d of %d entries, failed Ids %s" %
+                     (len(rest), len(entries), [e.get("Id") for e, _ in victims]))
         return proxylib.Response(200, json.dumps(answer), hdrs)
 
 

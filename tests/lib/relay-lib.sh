@@ -1,0 +1,117 @@
+# shellcheck shell=bash disable=SC2034
+# relay-lib.sh -- helpers shared by tests/integration/relay-*.sh (sourced
+# after common.sh).
+#
+# relay_conf_write FILE [LINE...]
+#	outbox_conf_write FILE (same OB_* knobs), then every LINE (e.g.
+#	"lease = 5000") is added inside the relay { } section.
+# RELAY_SQL_ORDER
+#	SQL text of one order + its order.created outbox row, for
+#	"psql -v cust=... -v amount=..."; sql_order CUSTOMER AMOUNT runs it and
+#	prints the order id.
+# orders_post_bg DIR N INTERVAL PREFIX
+#	POST N orders (customerId PREFIX-I), one every INTERVAL seconds, in
+#	the background; DIR/I.code is the HTTP status (000 = no answer),
+#	DIR/I.json the body, DIR/I.t the epoch ms of the request.  Sets
+#	ORDERS_BG_PID (wait for it).
+# orders_201_ids DIR
+#	order ids of the POSTs in DIR that answered 201, sorted.
+# fulfilled_ids
+#	orderId of every DynamoDB fulfillment item, sorted.
+# wait_fulfilled SECONDS IDFILE
+#	wait until every order id in IDFILE has a fulfillment item.
+# relay_pids
+#	"INDEX PID" of every running relay of the current outboxd (by the
+#	process title "outboxd: relay N" inside outboxd's process group).
+# fault_ctl [/SUBPATH] [CURL ARGS...]
+#	curl the fault proxy's control endpoint $FP/__fault[/SUBPATH].
+
+relay_conf_write() {
+	local file=$1 tmp line
+	shift
+	outbox_conf_write "$file"
+	tmp=$file.tmp
+	: >"$tmp.lines"
+	for line in "$@"; do
+		printf '\t%s\n' "$line" >>"$tmp.lines"
+	done
+	awk -v lf="$tmp.lines" '
+		{ print }
+		/^relay[[:space:]]*\{/ { while ((getline l < lf) > 0) print l }
+	' "$file" >"$tmp"
+	mv "$tmp" "$file"
+	rm -f "$tmp.lines"
+	grep -q '^relay' "$file" || die "relay_conf_write: no relay section in $file"
+}
+
+RELAY_SQL_ORDER="WITH o AS (
+	INSERT INTO orders (customer_id, amount_cents)
+	VALUES (:'cust', :amount)
+	RETURNING id, customer_id, amount_cents, created_at),
+x AS (INSERT INTO outbox (event_type, ordering_key, payload)
+	SELECT 'order.created', o.id::text,
+		jsonb_build_object('orderId', o.id, 'customerId', o.customer_id,
+			'amountCents', o.amount_cents, 'createdAt', o.created_at)
+	FROM o RETURNING id)
+SELECT o.id FROM o"
+
+sql_order() {
+	psql -X -v ON_ERROR_STOP=1 -qAt -v cust="$1" -v amount="$2" <<<"$RELAY_SQL_ORDER;"
+}
+
+orders_post_bg() {
+	local dir=$1 n=$2 interval=$3 prefix=$4
+	mkdir -p "$dir"
+	(
+		trap - ERR EXIT
+		set +e
+		for i in $(seq 1 "$n"); do
+			date +%s%3N >"$dir/$i.t"
+			curl -sS -o "$dir/$i.json" -w '%{http_code}\n' --max-time 10 \
+				-H 'Content-Type: application/json' \
+				--data-binary "{\"customerId\":\"$prefix-$i\",\"amountCents\":$((100 + i))}" \
+				"$OUTBOXD_URL/orders" >"$dir/$i.code" 2>"$dir/$i.err" ||
+				echo 000 >"$dir/$i.code"
+			sleep "$interval"
+		done
+	) &
+	ORDERS_BG_PID=$!
+}
+
+orders_201_ids() {
+	local dir=$1 f
+	for f in "$dir"/*.code; do
+		[ "$(cat "$f")" = 201 ] || continue
+		jq -r .id "${f%.code}.json"
+	done | LC_ALL=C sort
+}
+
+# histogram of the answers: "201x48 500x2"
+orders_codes() {
+	cat "$1"/*.code 2>/dev/null | sort | uniq -c | awk '{ printf "%s%sx%s", sep, $2, $1; sep = " " }'
+}
+
+fulfilled_ids() {
+	ddb_scan_all "$DDB_ENDPOINT" "$DDB_TABLE" | jq -r '.[].orderId.S' | LC_ALL=C sort
+}
+
+_all_fulfilled() {
+	fulfilled_ids >"$T_DIR/fulfilled.now" || return 1
+	[ -z "$(LC_ALL=C comm -23 "$1" "$T_DIR/fulfilled.now")" ]
+}
+
+wait_fulfilled() {
+	wait_until "$1" "fulfillments for every order in $2" _all_fulfilled "$2"
+}
+
+relay_pids() {
+	local pgid
+	pgid=$(proc_pid "$OUTBOXD_PIDFILE")
+	ps -e -o pid=,pgid=,args= | awk -v g="$pgid" '$2 == g && $3 == "outboxd:" && $4 == "relay" { print $5, $1 }'
+}
+
+fault_ctl() {
+	local path=
+	case ${1:-} in /*) path=$1; shift ;; esac
+	curl -sS --max-time 10 "$FP/__fault$path" "$@"
+}
