@@ -194,6 +194,7 @@ struct http_worker {
 	size_t			 max_body;
 	size_t			 max_request;	/* body + HTTP_HEAD_MAX */
 	int			 nconns;	/* guarded connections */
+	TAILQ_HEAD(, http_conn)	 conns;
 };
 
 /* One accepted connection as the size guard sees it. */
@@ -211,6 +212,8 @@ struct http_conn {
 	struct event			*fix_ev;	/* swaps error pages */
 	size_t				 fix_from;	/* where it starts */
 	int				 fixing;
+	int				 busy;		/* requests in our hands */
+	TAILQ_ENTRY(http_conn)		 entry;
 };
 
 /* One worker per process: the bufferevent hook has no argument of its own
@@ -236,6 +239,8 @@ struct http_timing {
 static struct http_timing	 http_timings[HTTP_TIMING_SLOTS];
 
 static void	http_db_run(struct http_db *, struct http_job *);
+static struct http_conn *http_conn_of(struct http_worker *,
+		    struct evhttp_request *);
 static void	http_db_broken(struct http_db *, const char *);
 static void	http_db_setup_next(struct http_db *);
 static void	http_db_connect(struct http_db *);
@@ -378,6 +383,7 @@ http_send(struct http_worker *w, struct evhttp_request *req, int code,
     const char *body, size_t len)
 {
 	struct evkeyvalq	*h = evhttp_request_get_output_headers(req);
+	struct http_conn	*c;
 
 	if (body != NULL) {
 		if (evhttp_find_header(h, "Content-Type") == NULL)
@@ -386,6 +392,8 @@ http_send(struct http_worker *w, struct evhttp_request *req, int code,
 		evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
 	}
 	http_timing_end(req, code);
+	if ((c = http_conn_of(w, req)) != NULL && c->busy > 0)
+		c->busy--;
 	/* Clients go to another worker from now on. */
 	if (w->stopping)
 		evhttp_add_header(h, "Connection", "close");
@@ -1195,6 +1203,7 @@ http_request(struct evhttp_request *req, void *arg)
 {
 	static const char	 ok[] = "{\"status\":\"ok\"}";
 	struct http_worker	*w = arg;
+	struct http_conn	*c;
 	const struct evhttp_uri	*uri;
 	const char		*path = NULL;
 	enum evhttp_cmd_type	 m = evhttp_request_get_command(req);
@@ -1202,6 +1211,13 @@ http_request(struct evhttp_request *req, void *arg)
 				    m == EVHTTP_REQ_HEAD;
 
 	w->inflight++;
+	if ((c = http_conn_of(w, req)) != NULL) {
+		/* What the input holds now is the next request's. */
+		c->busy++;
+		c->pending = evbuffer_get_length(bufferevent_get_input(
+		    c->bev));
+		c->started = http_now();
+	}
 	if ((uri = evhttp_request_get_evhttp_uri(req)) != NULL)
 		path = evhttp_uri_get_path(uri);
 	if (path == NULL)
@@ -1237,6 +1253,24 @@ http_request(struct evhttp_request *req, void *arg)
 /* ---- the size guard on each connection ------------------------------- */
 
 /* evhttp is done with the connection (or we are): forget it. */
+/*
+ * The guarded connection a request came on, or NULL (the client left).
+ * A linear search: a worker holds few connections that send requests.
+ */
+static struct http_conn *
+http_conn_of(struct http_worker *w, struct evhttp_request *req)
+{
+	struct evhttp_connection	*evcon;
+	struct http_conn		*c;
+
+	if ((evcon = evhttp_request_get_connection(req)) == NULL)
+		return NULL;
+	TAILQ_FOREACH(c, &w->conns, entry)
+		if (c->evcon == evcon)
+			return c;
+	return NULL;
+}
+
 static void
 http_conn_closed(struct evhttp_connection *evcon, void *arg)
 {
@@ -1248,6 +1282,7 @@ http_conn_closed(struct evhttp_connection *evcon, void *arg)
 	evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->in_cb);
 	evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
 	c->w->nconns--;
+	TAILQ_REMOVE(&c->w->conns, c, entry);
 	free(c);
 }
 
@@ -1349,19 +1384,20 @@ http_conn_refuse(struct http_conn *c, int status, const char *reason,
 static void
 http_conn_count(struct http_conn *c, size_t n)
 {
-	struct http_worker	*w = c->w;
 	time_t			 now = http_now();
-	char			 msg[128];
 
 	if (c->pending == 0)
 		c->started = now;
 	c->pending += n;
-	if (c->pending > w->max_request) {
-		snprintf(msg, sizeof(msg), "request body is larger than %zu "
-		    "bytes", w->max_body);
-		http_conn_refuse(c, 413, "Payload Too Large",
-		    "body_too_large", msg);
-	} else if (now - c->started > HTTP_REQUEST_TIMEOUT_S)
+	/*
+	 * The input may hold pipelined requests that evhttp has not parsed
+	 * yet, and taking the connection over from evhttp then crashed it
+	 * (a deferred read still pending): sizes are left to evhttp's own
+	 * limits (evhttp_set_max_body_size/_headers_size), whose HTML pages
+	 * http_conn_fix() turns into JSON.  Only a request that trickles in
+	 * for too long, with nothing of ours in flight, is cut here.
+	 */
+	if (c->busy == 0 && now - c->started > HTTP_REQUEST_TIMEOUT_S)
 		http_conn_refuse(c, 408, "Request Timeout",
 		    "request_timeout", "the request took too long to send");
 }
@@ -1537,6 +1573,7 @@ http_conn_first(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 		return;
 	}
 	c->w->nconns++;
+	TAILQ_INSERT_TAIL(&c->w->conns, c, entry);
 	evhttp_connection_set_closecb(c->evcon, http_conn_closed, c);
 	evbuffer_remove_cb(buf, http_conn_first, bev);
 	http_conn_count(c, info->n_added);
@@ -1724,6 +1761,7 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 	w.index = index;
 	TAILQ_INIT(&w.queue);
 	TAILQ_INIT(&w.spare);
+	TAILQ_INIT(&w.conns);
 	w.max_body = conf->http.max_body_size > 0 ?
 	    (size_t)conf->http.max_body_size : 0;
 	w.max_request = w.max_body + HTTP_HEAD_MAX;
@@ -1752,8 +1790,8 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 	evhttp_set_gencb(w.http, http_request, &w);
 	evhttp_set_bevcb(w.http, http_conn_new, NULL);
 	evhttp_set_timeout(w.http, HTTP_IO_TIMEOUT_S);
-	evhttp_set_max_body_size(w.http,
-	    (ev_ssize_t)w.max_request + HTTP_BACKSTOP);
+	evhttp_set_max_body_size(w.http, (ev_ssize_t)w.max_body);
+	evhttp_set_max_headers_size(w.http, HTTP_HEAD_MAX);
 	evhttp_set_default_content_type(w.http, "application/json");
 	/* Every method evhttp knows reaches the handler, which answers 405
 	 * in JSON; evhttp's own 501 would be HTML. */
