@@ -17,23 +17,18 @@
  * server finds the next one waiting instead of a round trip later.  A
  * request that finds every pipeline full waits in a FIFO queue.
  *
- * Request size.  evhttp 2.1 answers a body over evhttp_set_max_body_size()
- * itself, with an HTML page, before any handler runs, and gives a server
- * no way to reach evhttp_request_set_header_cb() in time (libevent issue
- * #588; evhttp_set_newreqcb() only exists from 2.2).  So each connection's
- * bufferevent is made here (evhttp_set_bevcb) and a callback on its input
- * buffer counts the bytes of the request being received.  Past
- * max_body_size plus HTTP_HEAD_MAX this file takes the connection over
- * from evhttp, answers a JSON 413 itself, reads and discards what the
- * client still sends for a moment (so the client sees the answer, not a
- * reset), and closes.  A body over max_body_size but under that bound is
- * read by evhttp and refused with a JSON 413 by the handler.  evhttp's own
- * limit stays as a backstop far above.
+ * Request size.  evhttp's own limits apply (evhttp_set_max_body_size,
+ * _headers_size); evhttp 2.1 answers them with an HTML page and gives a
+ * server no hook to replace it (evhttp_set_errorcb only exists from 2.2).
+ * So each connection's bufferevent is made here (evhttp_set_bevcb): a
+ * callback on its output buffer sees evhttp start an error page of its
+ * own and has it replaced by the same status with a JSON body, and one on
+ * its input buffer cuts a request that trickles in for too long.  Taking a
+ * connection over from evhttp while it may still hold unparsed pipelined
+ * requests crashes it, so that is only done for a request that is late.
  *
- * The same output-buffer hook that resets the count sees evhttp start an
- * error page of its own (bad request line, unknown method, Expect other
- * than 100-continue, the backstop's 413): before the loop writes it, the
- * page is replaced by the same status with a JSON body.
+ * Pages replaced: bad request line, unknown method, Expect other than
+ * 100-continue, body or headers over the limits (413).
  */
 #include "config.h"
 
