@@ -31,36 +31,6 @@ aws_service_name(enum aws_service svc)
 	return (svc == AWS_SQS ? "SQS" : "DynamoDB");
 }
 
-/* Append "fmt" to *list; -1 (list freed) on failure. */
-static int	aws_header(struct curl_slist **, const char *, ...)
-		    OUTBOXD_PRINTF(2, 3);
-
-static int
-aws_header(struct curl_slist **list, const char *fmt, ...)
-{
-	struct curl_slist	*l;
-	va_list			 ap;
-	char			*s;
-	int			 r;
-
-	va_start(ap, fmt);
-	r = vasprintf(&s, fmt, ap);
-	va_end(ap);
-	if (r == -1) {
-		curl_slist_free_all(*list);
-		*list = NULL;
-		return (-1);
-	}
-	l = curl_slist_append(*list, s);
-	free(s);
-	if (l == NULL) {
-		curl_slist_free_all(*list);
-		*list = NULL;
-		return (-1);
-	}
-	*list = l;
-	return (0);
-}
 
 /* "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"
  * -> "ConditionalCheckFailedException" in buf. */
@@ -186,13 +156,13 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 	 * "Expect:" that is never sent (seen with 7.88: a wrong signature),
 	 * so set only headers that go on the wire.
 	 */
-	if (aws_header(&h, "Content-Type: application/x-amz-json-1.0") ||
-	    aws_header(&h, "X-Amz-Target: %s.%s", target, action))
+	if (httpc_header(&h, "Content-Type: application/x-amz-json-1.0") ||
+	    httpc_header(&h, "X-Amz-Target: %s.%s", target, action))
 		goto nomem;
 	/* libcurl does not add the token itself; as a header it is
 	 * signed like the others. */
 	if (conf->aws.session_token != NULL && *conf->aws.session_token &&
-	    aws_header(&h, "X-Amz-Security-Token: %s", conf->aws.session_token))
+	    httpc_header(&h, "X-Amz-Security-Token: %s", conf->aws.session_token))
 		goto nomem;
 
 	if ((ctx = calloc(1, sizeof *ctx)) == NULL) {

@@ -454,3 +454,30 @@ httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
 	hc->inflight++;
 	return (0);
 }
+
+int
+httpc_header(struct curl_slist **list, const char *fmt, ...)
+{
+	struct curl_slist	*l;
+	va_list			 ap;
+	char			*s;
+	int			 r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (r == -1) {
+		curl_slist_free_all(*list);
+		*list = NULL;
+		return (-1);
+	}
+	l = curl_slist_append(*list, s);
+	free(s);
+	if (l == NULL) {
+		curl_slist_free_all(*list);
+		*list = NULL;
+		return (-1);
+	}
+	*list = l;
+	return (0);
+}

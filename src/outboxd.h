@@ -253,6 +253,11 @@ int		 httpc_post(struct httpc *, const struct httpc_request *,
 		    httpc_cb *cb, void *arg);
 /* Requests started and not yet completed. */
 int		 httpc_inflight(const struct httpc *);
+/* Append the header "fmt" (printf-style, "Name: value") to *list for an
+ * httpc_request; on failure returns -1 and frees the whole list (*list =
+ * NULL), so callers check once after building it. */
+int		 httpc_header(struct curl_slist **list, const char *fmt, ...)
+		    OUTBOXD_PRINTF(2, 3);
 
 /* ---- aws.c: AWS JSON protocol over httpc, signed with SigV4 ----------- */
 

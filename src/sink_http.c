@@ -183,36 +183,6 @@ sink_http_answer(const char *body, size_t len, char *buf, size_t size)
 	buf[o] = '\0';
 }
 
-/* Append "Name: value" to *list; -1 (list freed) on failure. */
-static int	sink_http_header(struct curl_slist **, const char *, ...)
-		    OUTBOXD_PRINTF(2, 3);
-
-static int
-sink_http_header(struct curl_slist **list, const char *fmt, ...)
-{
-	struct curl_slist	*l;
-	va_list			 ap;
-	char			*s;
-	int			 r;
-
-	va_start(ap, fmt);
-	r = vasprintf(&s, fmt, ap);
-	va_end(ap);
-	if (r == -1) {
-		curl_slist_free_all(*list);
-		*list = NULL;
-		return (-1);
-	}
-	l = curl_slist_append(*list, s);
-	free(s);
-	if (l == NULL) {
-		curl_slist_free_all(*list);
-		*list = NULL;
-		return (-1);
-	}
-	*list = l;
-	return (0);
-}
 
 /* All deliveries of a call are done: one log line for the failures, then
  * the relay's callback. */
@@ -314,16 +284,16 @@ sink_http_start(struct httpc *hc, const struct conf *conf,
 		if ((unsigned char)etype[j] < 0x20 ||
 		    (unsigned char)etype[j] >= 0x7f)
 			etype[j] = '?';
-	if (sink_http_header(&h, "Content-Type: application/json") == -1 ||
-	    sink_http_header(&h, "User-Agent: outboxd/%s",
+	if (httpc_header(&h, "Content-Type: application/json") == -1 ||
+	    httpc_header(&h, "User-Agent: outboxd/%s",
 	    PACKAGE_VERSION) == -1 ||
-	    sink_http_header(&h, "webhook-id: %s", id) == -1 ||
-	    sink_http_header(&h, "webhook-timestamp: %" PRId64, now) == -1 ||
-	    sink_http_header(&h, "webhook-signature: %s", sig) == -1 ||
-	    (etype[0] != '\0' && sink_http_header(&h,
+	    httpc_header(&h, "webhook-id: %s", id) == -1 ||
+	    httpc_header(&h, "webhook-timestamp: %" PRId64, now) == -1 ||
+	    httpc_header(&h, "webhook-signature: %s", sig) == -1 ||
+	    (etype[0] != '\0' && httpc_header(&h,
 	    "X-Outbox-Event-Type: %s", etype) == -1) ||
 	    /* No "Expect: 100-continue" round trip for large bodies. */
-	    sink_http_header(&h, "Expect:") == -1) {
+	    httpc_header(&h, "Expect:") == -1) {
 		why = "out of memory";
 		goto fail;
 	}
