@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# ceiling.sh -- the physical ceiling: pgbench running POST /orders' own statement (the
+# order + outbox CTE of src/http.c, one autocommitted statement, prepared) with the same
+# client count as B1 on outboxd's database, outboxd stopped.
+#   notify=trigger   sessions as any writer: sql/schema.sql's trigger sends one NOTIFY per
+#                    transaction (the naive wake-up; the ~28% of DELIVERY-NOTES.md)
+#   notify=off       sessions as outboxd's HTTP workers (outboxd.notify = off): the
+#                    trigger skips them, no NOTIFY
+# Each run starts from empty tables (truncate, checkpoint) like B1.
+# env: WL (workload dir: lib.sh, the adapter), IMPL=outboxd and the adapter's OB_* settings;
+#      CEIL_CLIENTS (32) CEIL_THREADS (2) CEIL_DURATION (10) CEIL_WARMUP (3)
+#      CEIL_MODES ("trigger off")  LABEL RESULTS_FILE
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "${WL:?WL: the workload folder (peers/bench copy)}/lib.sh"; IMPL=${IMPL:-$WL/impl/outboxd.sh}; load_impl
+C=${CEIL_CLIENTS:-32} J=${CEIL_THREADS:-2} D=${CEIL_DURATION:-10} W=${CEIL_WARMUP:-3}
+SRC=${OB_HTTP_C:-$(dirname "$OB_SCHEMA")/../src/http.c}
+script=$(mktemp /tmp/ceiling.XXXXXX.sql)
+trap 'rm -f "$script"' EXIT
+
+# The statement, taken from src/http.c so the ceiling runs exactly what outboxd runs.
+stmt=$(awk '/http_sql_insert\[\] =/{f=1;next} f{print} f&&/;[[:space:]]*$/{exit}' "$SRC" 2>/dev/null |
+  sed -n 's/^[^"]*"\(.*\)"[;]*[[:space:]]*$/\1/p' | tr -d '\n' | sed 's/\\"/"/g')
+case $stmt in
+"WITH o AS (INSERT INTO orders"*'$1'*'$2'*) ;;
+*) echo "ceiling: cannot read http_sql_insert from $SRC" >&2; exit 1 ;;
+esac
+{
+  echo '\set cust random(0, 999)'
+  echo '\set amt random(100, 10099)'
+  printf '%s\n' "$stmt" | sed 's/\$1/:cust/; s/\$2/:amt/'
+} >"$script"
+
+impl_down
+OB_WAKE=self _ob_wake
+for mode in ${CEIL_MODES:-trigger off}; do
+  opts=""; [ "$mode" = off ] && opts="-c outboxd.notify=off"
+  sql -c "truncate orders, outbox" -c "checkpoint" >/dev/null
+  PGOPTIONS="$opts" pgbench -n -M prepared -c "$C" -j "$J" -T "$W" -f "$script" "$DATABASE_URL" >/dev/null 2>&1 || true
+  sql -c "truncate orders, outbox" -c "checkpoint" >/dev/null
+  o0=$(sql -c "select count(*) from outbox")
+  out=$(PGOPTIONS="$opts" pgbench -n -M prepared -c "$C" -j "$J" -T "$D" -f "$script" "$DATABASE_URL" 2>&1) ||
+    { echo "$out" >&2; exit 1; }
+  tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time).*/\1/p' <<<"$out")
+  lat=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' <<<"$out")
+  n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+  fail=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
+  o1=$(sql -c "select count(*) from outbox")
+  result "$(jq -cn --arg lbl "${LABEL:+$LABEL-}notify-$mode" --arg mode "$mode" --argjson c "$C" --argjson d "$D" \
+    --argjson tps "${tps:-0}" --argjson lat "${lat:-0}" --argjson n "${n:-0}" --argjson f "${fail:-0}" --argjson rows $((o1-o0)) \
+    '{bench:"ceiling",impl:"pgbench",label:$lbl,notify:$mode,clients:$c,duration_s:$d,tps:$tps,latency_avg_ms:$lat,transactions:$n,failed:$f,outbox_rows:$rows}')"
+done
+sql -c "truncate orders, outbox" >/dev/null

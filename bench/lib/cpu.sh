@@ -1,0 +1,60 @@
+# cpu.sh -- where the CPU time of a workload goes, by process group (sourced).
+#
+# cpu_snap FILE   write "GROUP TICKS" lines: CPU time (user + system, clock ticks) so far of
+#   pg        the stack's postmaster and its children (exited backends through cutime)
+#   outboxd   outboxd's master and workers ($OB_RUN/outboxd.pid)
+#   sqs ddb   the fauxqs and dynalite emulators ($STACK_DIR/sqs, $STACK_DIR/ddb)
+#   sink      the nginx 204 sink ($SINK_RUN/sink.pid)
+#   load      live wrk or pgbench children of this shell (the load generators; take both
+#             snapshots while the load runs, an exited process's time is not seen)
+#   machine   every CPU of the machine (/proc/stat), so "other" = machine - the groups above
+#             = everything else on the machine, other users' work included
+# cpu_result LABEL A B WALL   print and record (lib.sh's result) one JSON line: seconds of
+#   CPU per group between snapshots A and B, and the share of the machine's 2 cores.
+_cpu_proc() { # PID [with_children_exited] -> ticks
+  local f=/proc/$1/stat
+  [ -r "$f" ] || { echo 0; return; }
+  # fields after the command name (which may hold spaces): 14 utime 15 stime 16 cutime 17 cstime
+  sed 's/^.*) //' "$f" | awk -v c="${2:-0}" '{ t = $12 + $13; if (c) t += $14 + $15; print t }'
+}
+_cpu_tree() { # PID -> ticks of PID (with exited children) and its live children
+  local p=$1 t c
+  [ -n "$p" ] && [ -d "/proc/$p" ] || { echo 0; return; }
+  t=$(_cpu_proc "$p" 1)
+  for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do t=$((t + $(_cpu_proc "$c" 1))); done
+  echo "$t"
+}
+_cpu_pidfile() { [ -f "$1" ] && awk '{print $1; exit}' "$1"; }
+cpu_snap() {
+  local out=$1 pg sq dd ob sk t p ld=0
+  pg=$(head -1 "${STACK_DIR:?}/pg/data/postmaster.pid" 2>/dev/null || true)
+  sq=$(_cpu_pidfile "$STACK_DIR/sqs/fauxqs.pid"); dd=$(_cpu_pidfile "$STACK_DIR/ddb/dynalite.pid")
+  ob=$(_cpu_pidfile "${OB_RUN:-/nonexistent}/outboxd.pid"); sk=$(_cpu_pidfile "${SINK_RUN:-/nonexistent}/sink.pid")
+  for p in $(pgrep -x -P "$$" 'wrk|pgbench' 2>/dev/null); do ld=$((ld + $(_cpu_proc "$p" 0))); done
+  t=$(awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat)
+  {
+    echo "pg $(_cpu_tree "$pg")"
+    echo "outboxd $(_cpu_tree "$ob")"
+    echo "sqs $(_cpu_tree "$sq")"
+    echo "ddb $(_cpu_tree "$dd")"
+    echo "sink $(_cpu_tree "$sk")"
+    echo "load $ld"
+    echo "machine $t"
+  } >"$out"
+}
+cpu_result() { # LABEL A B WALL_S
+  local j
+  j=$(awk -v lbl="$1" -v wall="$4" -v hz="$(getconf CLK_TCK)" -v ncpu="$(nproc)" '
+    FNR == NR { a[$1] = $2; next } { d[$1] = ($2 - a[$1]) / hz }
+    END {
+      known = d["pg"] + d["outboxd"] + d["sqs"] + d["ddb"] + d["sink"] + d["load"]
+      other = d["machine"] - known; if (other < 0) other = 0
+      printf "{\"bench\":\"cpu\",\"label\":\"%s\",\"wall_s\":%.2f", lbl, wall
+      n = split("pg outboxd sqs ddb sink load", g, " ")
+      for (i = 1; i <= n; i++) printf ",\"%s_cpu_s\":%.2f", g[i], d[g[i]]
+      printf ",\"other_cpu_s\":%.2f,\"machine_cpu_s\":%.2f", other, d["machine"]
+      for (i = 1; i <= n; i++) printf ",\"%s_pct\":%.1f", g[i], (d["machine"] > 0 ? 100 * d[g[i]] / d["machine"] : 0)
+      printf ",\"other_pct\":%.1f,\"machine_busy_pct\":%.1f}", (d["machine"] > 0 ? 100 * other / d["machine"] : 0), (wall > 0 ? 100 * d["machine"] / (wall * ncpu) : 0)
+    }' "$2" "$3")
+  result "$j"
+}

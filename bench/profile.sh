@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# profile.sh -- where the time goes for B1 and B2 (bench/README.md "Profiling notes").
+#
+#   bench/profile.sh [--out DIR] [--no-callgrind]
+#
+# 1. CPU split: during steady B1 (wrk -t2 -c32) and B2 (20,000 rows) the CPU seconds of
+#    PostgreSQL, outboxd, the emulators, the nginx sink, the load generator and everything
+#    else on the machine (lib/cpu.sh), as JSON lines in DIR/cpu.jsonl; and PostgreSQL's time
+#    by statement (pg_stat_statements, nested statements and planning included) in
+#    DIR/pgss.LABEL.txt.
+# 2. callgrind (perf has no hardware counters on this VM): one HTTP worker under
+#    valgrind --tool=callgrind for a short wrk run, one relay draining 2,000 rows to SQS and
+#    to the HTTP sink; DIR/callgrind.*.txt are callgrind_annotate's inclusive and
+#    self-cost listings, DIR/callgrind.*.objects.txt the cost by shared object.
+# Brings up its own stack (tests/lib/stack.sh) and nginx sink; OUTBOXD_BIN as in run.sh.
+# Needs the workload folder: uses the vendored bench/workloads (npm ci in a scratch copy).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=$ROOT/bench
+OUT= CG=1
+while [ $# -gt 0 ]; do
+  case $1 in
+  --out) OUT=$2; shift ;;
+  --no-callgrind) CG=0 ;;
+  *) echo "profile.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+OUT=${OUT:-$BENCH/results/profile-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+say() { echo "profile: $(date +%H:%M:%S) $*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+OUTBOXD_BIN=${OUTBOXD_BIN:-$ROOT/outboxd}
+[ -x "$OUTBOXD_BIN" ] || die "no $OUTBOXD_BIN (make first, or set OUTBOXD_BIN)"
+[ $CG = 0 ] || command -v valgrind >/dev/null || die "valgrind not found (apt-get install valgrind)"
+
+SCRATCH=$(mktemp -d /tmp/outboxd-profile.XXXXXX); chmod 0755 "$SCRATCH"
+mkdir -p "$SCRATCH/peers/bench/impl"; cp "$BENCH"/workloads/* "$SCRATCH/peers/bench/"
+export WL=$SCRATCH/peers/bench
+cp "$BENCH/impl/outboxd.sh" "$WL/impl/outboxd.sh"
+(cd "$WL" && npm ci --no-audit --no-fund --loglevel=error) >&2 || die "npm ci failed"
+cleanup() {
+  set +e
+  (cd "$WL" && IMPL=$WL/impl/outboxd.sh bash -c 'source lib.sh; load_impl; impl_down') 2>/dev/null
+  [ -f "$SCRATCH/run/sink/sink.pid" ] && kill "$(cat "$SCRATCH/run/sink/sink.pid")" 2>/dev/null
+  "$ROOT/tests/lib/stack.sh" down "$SCRATCH/stack" >/dev/null 2>&1
+  rm -rf "$SCRATCH"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+"$ROOT/tests/lib/stack.sh" up "$SCRATCH/stack" >&2 || die "stack.sh up failed"
+source "$SCRATCH/stack/env"
+SINK_PORT=$("$ROOT/tests/lib/free-port")
+export OB_BIN=$OUTBOXD_BIN OB_SCHEMA=$ROOT/sql/schema.sql OB_DATABASE_URL=$DATABASE_URL OB_QUEUE_URL=$QUEUE_URL
+export OB_SQS_ENDPOINT=$SQS_ENDPOINT OB_DDB_ENDPOINT=$DDB_ENDPOINT OB_PORT=$HTTP_PORT OB_RUN=$SCRATCH/run/outboxd
+export OB_SINK_URL=http://127.0.0.1:$SINK_PORT/ SINK_RUN=$SCRATCH/run/sink STACK_DIR NODE_NO_WARNINGS=1
+mkdir -p "$SINK_RUN"
+sed "s#@RUN@#$SINK_RUN#g; s#@PORT@#$SINK_PORT#g" "$BENCH/sink-nginx.conf.in" >"$SINK_RUN/nginx.conf"
+nginx -p "$SINK_RUN" -c "$SINK_RUN/nginx.conf" >"$SINK_RUN/stdout.log" 2>&1 &
+echo $! >"$SINK_RUN/sink.pid"
+for _ in $(seq 50); do curl -s -o /dev/null -X POST -d '{}' "$OB_SINK_URL" && break; sleep 0.1; done
+
+# pg_stat_statements (nested statements and planning time too) for the PostgreSQL side
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+printf '%s\n' "shared_preload_libraries = 'pg_stat_statements'" "pg_stat_statements.track = all" \
+  "pg_stat_statements.track_planning = on" >>"$STACK_DIR/pg/data/postgresql.conf"
+as_pg=(); [ "$(id -u)" = 0 ] && as_pg=(runuser -u postgres --)
+"${as_pg[@]}" "$PGBIN/pg_ctl" -D "$STACK_DIR/pg/data" -l "$STACK_DIR/pg/pg.log" -w restart >/dev/null ||
+  die "PostgreSQL restart with pg_stat_statements failed"
+psql -qAtX "$DATABASE_URL" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+pgss_reset() { psql -qAtX "$DATABASE_URL" -c "SELECT pg_stat_statements_reset()" >/dev/null; }
+pgss_dump() { # LABEL: where PostgreSQL spent its time, by statement (nested ones included)
+  psql -X "$DATABASE_URL" -c "SELECT calls, round(total_exec_time::numeric) AS exec_ms,
+      round(total_plan_time::numeric) AS plan_ms,
+      round(((total_exec_time + total_plan_time) / greatest(calls, 1))::numeric, 3) AS ms_per_call,
+      rows, toplevel AS top, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
+    FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
+    ORDER BY total_exec_time + total_plan_time DESC LIMIT 12" >"$OUT/pgss.$1.txt"
+}
+
+cd "$WL"
+export IMPL=$WL/impl/outboxd.sh RESULTS_FILE=$OUT/cpu.jsonl
+source lib.sh; load_impl; source "$BENCH/lib/cpu.sh"
+echo "{\"bench\":\"meta\",\"date\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"commit\":\"$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >>"$OUT/cpu.jsonl"
+
+# steady-state B1: snapshots 3 s and 9 s into a 12 s wrk run
+b1_split() { # LABEL
+  wrk -t2 -c32 -d12s -s b1-post.lua "$BASE_URL/orders" >"$OUT/wrk.$1.txt" 2>&1 &
+  local w=$! t0 t1
+  sleep 3; cpu_snap "$SCRATCH/a"; t0=$(now); pgss_reset
+  sleep 6; cpu_snap "$SCRATCH/b"; t1=$(now); pgss_dump "$1"
+  wait $w
+  cpu_result "$1" "$SCRATCH/a" "$SCRATCH/b" "$(fsub "$t1" "$t0")"
+}
+# B2: N rows, R relays; snapshots 0.5 s after the start and when 20% are left (or 20 s)
+b2_split() { # LABEL RELAYS
+  local t0 t1 p n=20000
+  impl_relays_stop; impl_consumers_stop
+  sql -v n=$n <<<"$B2_INSERT_SQL" >/dev/null
+  impl_relays_start "$2"; sleep 0.5
+  cpu_snap "$SCRATCH/a"; t0=$(now); pgss_reset
+  for _ in $(seq 1200); do
+    p=$(sql -c "$OUTBOX_PENDING_SQL"); [ "$p" -le $((n / 5)) ] && break; sleep 0.1
+  done
+  cpu_snap "$SCRATCH/b"; t1=$(now); pgss_dump "$1"
+  cpu_result "$1 events=$((n - p))" "$SCRATCH/a" "$SCRATCH/b" "$(fsub "$t1" "$t0")"
+  impl_relays_stop
+}
+
+say "CPU split: B1 ingest only"
+impl_reset >/dev/null; OB_RELAYS=0 OB_CONSUMERS=0 impl_up; sleep 1
+b1_split b1-ingest-only
+say "CPU split: B1 default configuration"
+impl_reset >/dev/null; impl_up; sleep 1
+b1_split b1-full-chain
+IDX="CREATE INDEX IF NOT EXISTS bench_outbox_busy_idx ON outbox (ordering_key) WHERE status <> 'sent' AND (status = 'failed' OR first_claimed_at IS NOT NULL)"
+for cfg in "sqs 1" "sqs 4" "http 1" "http 4" "sqs 1 index" "sqs 4 index"; do
+  set -- $cfg
+  say "CPU split: B2 $1, $2 relay(s)${3:+, with the proposed index}"
+  impl_reset >/dev/null
+  OB_SINK=$1 OB_EXTRA_SQL=${3:+$IDX} b2_split "b2-$1-$2relay${3:+-index}" "$2"
+done
+sql -c "DROP INDEX IF EXISTS bench_outbox_busy_idx" >/dev/null
+
+if [ $CG = 1 ]; then
+  # outboxd under callgrind: forked workers are followed (one output file per process)
+  cg_start() { # NAME HTTP RELAYS
+    local p
+    _ob_stop; _ob_wake
+    _ob_conf "$OB_RUN/outbox.conf" "$2" "$3" 0
+    : >"$OB_RUN/outboxd.log"
+    valgrind --tool=callgrind --callgrind-out-file="$SCRATCH/cg.$1.%p" "$OB_BIN" -c "$OB_RUN/outbox.conf" >>"$OB_RUN/outboxd.log" 2>&1 &
+    p=$!; echo "$p" >"$OB_RUN/outboxd.pid"; echo "cg" >"$OB_RUN/running"
+    for _ in $(seq 600); do
+      if [ "$2" -gt 0 ]; then curl -s -o /dev/null -m 1 "$BASE_URL/healthz" && return 0
+      else [ "$(grep -c 'publishing to' "$OB_RUN/outboxd.log")" -ge "$3" ] && return 0; fi
+      sleep 0.1
+    done
+    die "outboxd under valgrind did not come up: $(tail -5 "$OB_RUN/outboxd.log")"
+  }
+  cg_report() { # NAME ROLE-title-pattern
+    local f biggest=""
+    _ob_stop; sleep 1
+    # the worker's file is the largest cost file except the master's (the master is the
+    # first pid); pick by total Ir
+    biggest=$(for f in "$SCRATCH"/cg."$1".*; do
+      echo "$(awk '/^(summary|totals):/{print $2; exit}' "$f") $f"; done | sort -n | tail -1 | cut -d' ' -f2)
+    [ -n "$biggest" ] || { say "no callgrind output for $1"; return; }
+    callgrind_annotate --inclusive=yes "$biggest" 2>/dev/null | head -60 >"$OUT/callgrind.$1.inclusive.txt"
+    callgrind_annotate "$biggest" 2>/dev/null | head -60 >"$OUT/callgrind.$1.self.txt"
+    # self cost by shared object
+    callgrind_annotate --threshold=100 --show-percs=no "$biggest" 2>/dev/null | awk '
+      /^-+$/ { sep++; next } sep >= 2 && NF >= 3 {
+        ir = $1; gsub(",", "", ir); if (ir !~ /^[0-9]+$/) next
+        obj = $NF; if (obj !~ /^\[.*\]$/) next
+        sub(/^\[.*\//, "", obj); sub(/\]$/, "", obj); s[obj] += ir; t += ir }
+      END { for (o in s) printf "%5.1f%% %s\n", 100 * s[o] / t, o }' | sort -rn >"$OUT/callgrind.$1.objects.txt"
+    cp "$biggest" "$OUT/callgrind.out.$1"
+    say "callgrind $1: $(head -3 "$OUT/callgrind.$1.objects.txt" | tr '\n' ' ')"
+  }
+  say "callgrind: one HTTP worker, wrk -t1 -c8 -d10s"
+  impl_reset >/dev/null
+  cg_start http 1 0
+  wrk -t1 -c8 -d10s -s b1-post.lua "$BASE_URL/orders" >"$OUT/wrk.callgrind.txt" 2>&1
+  cg_report http
+  for sink in sqs http; do
+    say "callgrind: one relay draining 2,000 rows to $sink"
+    impl_reset >/dev/null
+    sql -v n=2000 <<<"$B2_INSERT_SQL" >/dev/null
+    OB_SINK=$sink cg_start "relay-$sink" 0 1
+    for _ in $(seq 1200); do [ "$(sql -c "$OUTBOX_PENDING_SQL")" = 0 ] && break; sleep 0.1; done
+    cg_report "relay-$sink"
+  done
+fi
+say "done: $OUT"

@@ -1,0 +1,266 @@
+#!/usr/bin/env bash
+# bench/run.sh -- outboxd's benchmarks (B1-B4, NOTIFY cost, pgbench ceiling) and, when the
+# peers' kit is there, the same workloads on the reference Node server and graphile-worker,
+# all in one run on one local stack.  See bench/README.md.
+#
+#   bench/run.sh [--quick] [--outboxd-only] [--reps N] [--out DIR] [--no-install] [--keep]
+#
+#   --quick          short runs for trying the bench out (1 rep, B1 3 s, B2 2,000 rows,
+#                    B3 5 s); figures from it are not for reporting
+#   --outboxd-only   skip the peers even when their kit is there
+#   --reps N         repetitions of each measured workload (3; 1 with --quick)
+#   --out DIR        results folder (bench/results/YYYYmmdd-HHMMSS)
+#   --no-install     do not apt-get / npm ci (fail instead when something is missing)
+#   --keep           leave the scratch folder (stack logs, outboxd logs) in place
+# env: OUTBOXD_BIN (default ./outboxd, built with make if missing); PEERS_DIR
+#      (../shared/peers) and REFERENCE_DIR (../shared/reference): the peers' kit, copied
+#      to the scratch folder, never used in place.  Without it only outboxd is measured,
+#      with the workload scripts vendored in bench/workloads/.
+#
+# Output: every result is a JSON line in OUT/*.jsonl; OUT/report.md (the table, ratios
+# against the targets of issue 7) and OUT/summary.jsonl (the same, one JSON line a row).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BENCH=$ROOT/bench
+QUICK=0 PEERS=1 REPS= OUT= INSTALL=1 KEEP=0
+while [ $# -gt 0 ]; do
+  case $1 in
+  --quick) QUICK=1 ;;
+  --outboxd-only) PEERS=0 ;;
+  --reps) REPS=$2; shift ;;
+  --out) OUT=$2; shift ;;
+  --no-install) INSTALL=0 ;;
+  --keep) KEEP=1 ;;
+  -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  *) echo "run.sh: unknown option $1 (--help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ -n "$REPS" ] || { [ $QUICK = 1 ] && REPS=1 || REPS=3; }
+OUT=${OUT:-$BENCH/results/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+PEERS_DIR=${PEERS_DIR:-$ROOT/../shared/peers}
+REFERENCE_DIR=${REFERENCE_DIR:-$ROOT/../shared/reference}
+say() { echo "bench: $(date +%H:%M:%S) $*" >&2; }
+die() { say "ERROR: $*"; exit 1; }
+if [ $PEERS = 1 ] && [ ! -d "$PEERS_DIR/bench" ]; then
+  say "no peers' kit at $PEERS_DIR (set PEERS_DIR): measuring outboxd only"
+  PEERS=0
+fi
+
+if [ $QUICK = 1 ]; then
+  export B1_DURATION=3s B1_WARMUP=1s B2_N=2000 B3_DURATION=5 B3_GRACE=10 CEIL_DURATION=3 CEIL_WARMUP=1
+  GROWTH=2 GW_LAT_DURATION=5
+else
+  export B1_DURATION=10s B1_WARMUP=3s B2_N=20000 B3_DURATION=20 B3_GRACE=30 CEIL_DURATION=10 CEIL_WARMUP=3
+  GROWTH=5 GW_LAT_DURATION=20
+fi
+export B1_THREADS=2 B1_CONNS=32 B3_RATE=50 CEIL_CLIENTS=32 GW_LAT_DURATION
+# outboxd's drains stop after 180 s (a result with complete=false) rather than hang if the
+# daemon is gone (on a shared machine a foreign signal once stopped it mid-drain)
+OB_B2_MAX_S=${OB_B2_MAX_S:-180}
+
+# ---- what the bench needs --------------------------------------------------------------
+if [ $INSTALL = 1 ]; then
+  need=()
+  command -v wrk >/dev/null || need+=(wrk)
+  command -v nginx >/dev/null || need+=(nginx-light)
+  command -v jq >/dev/null || need+=(jq)
+  command -v bc >/dev/null || need+=(bc)
+  command -v pgbench >/dev/null || need+=(postgresql-client postgresql-contrib)
+  command -v valgrind >/dev/null || need+=(valgrind)
+  if [ ${#need[@]} -gt 0 ]; then
+    say "installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get update -q && apt-get install -y -q --no-install-recommends "${need[@]}"; } >&2 || die "apt-get install ${need[*]} failed"
+  fi
+  # PostgreSQL, Node.js and the emulators of the test stack
+  ( source "$ROOT/tests/lib/deps.sh"; ensure_deps && emu_install ) || die "tests/lib/deps.sh failed"
+fi
+for c in wrk nginx jq pgbench psql node npm curl; do command -v $c >/dev/null || die "$c not found (run without --no-install)"; done
+
+OUTBOXD_BIN=${OUTBOXD_BIN:-$ROOT/outboxd}
+if [ ! -x "$OUTBOXD_BIN" ]; then
+  say "building outboxd"
+  ( cd "$ROOT" && { [ -f Makefile ] || { autoreconf -fi && ./configure; }; } && make outboxd ) >&2 || die "build failed"
+fi
+
+# ---- scratch folder: the peers' kit (or the vendored workloads) and the stack ----------
+SCRATCH=$(mktemp -d /tmp/outboxd-bench.XXXXXX); chmod 0755 "$SCRATCH"
+cleanup() {
+  set +e
+  say "stopping"
+  [ -n "${OB_RUN:-}" ] && (cd "$WL" && IMPL=$WL/impl/outboxd.sh bash -c 'source lib.sh; load_impl; impl_down') 2>/dev/null
+  for f in "$SCRATCH"/run/*/*.pid "$SCRATCH"/run/sink/sink.pid /tmp/peers-run/sink/sink.pid; do
+    [ -f "$f" ] && kill "$(awk '{print $1; exit}' "$f")" 2>/dev/null
+  done
+  "$ROOT/tests/lib/stack.sh" down "$SCRATCH/stack" >/dev/null 2>&1
+  if [ $KEEP = 1 ]; then say "kept $SCRATCH"; else rm -rf "$SCRATCH"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+if [ $PEERS = 1 ]; then
+  cp -r "$PEERS_DIR" "$SCRATCH/peers"
+  [ -d "$REFERENCE_DIR" ] && cp -r "$REFERENCE_DIR" "$SCRATCH/reference"
+  chmod -R u+w "$SCRATCH"
+else
+  mkdir -p "$SCRATCH/peers/bench/impl"; cp "$BENCH"/workloads/* "$SCRATCH/peers/bench/"
+fi
+export WL=$SCRATCH/peers/bench
+cp "$BENCH/impl/outboxd.sh" "$WL/impl/outboxd.sh"
+npm_ci() { [ -d "$1/node_modules" ] || (cd "$1" && npm ci --no-audit --no-fund --loglevel=error) >&2; }
+npm_ci "$WL" || die "npm ci in the workload folder failed"
+if [ $PEERS = 1 ]; then
+  npm_ci "$SCRATCH/peers/reference-node" && npm_ci "$SCRATCH/peers/graphile-worker" || die "npm ci in the peers failed"
+fi
+
+
+say "stack up"
+"$ROOT/tests/lib/stack.sh" up "$SCRATCH/stack" >&2 || die "stack.sh up failed"
+source "$SCRATCH/stack/env"
+read -r SINK_PORT REF_PORT GW_SINK_PORT <<<"$("$ROOT/tests/lib/free-port" 3 | tr '\n' ' ')"
+
+# outboxd's adapter settings
+export OB_BIN=$OUTBOXD_BIN OB_SCHEMA=$ROOT/sql/schema.sql OB_HTTP_C=$ROOT/src/http.c
+export OB_DATABASE_URL=$DATABASE_URL OB_QUEUE_URL=$QUEUE_URL OB_SQS_ENDPOINT=$SQS_ENDPOINT
+export OB_DDB_ENDPOINT=$DDB_ENDPOINT OB_DDB_TABLE=fulfillments OB_PORT=$HTTP_PORT OB_RUN=$SCRATCH/run/outboxd
+export OB_SINK_URL=http://127.0.0.1:$SINK_PORT/ OB_WEBHOOK_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+export SINK_RUN=$SCRATCH/run/sink STACK_DIR
+export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 AWS_ACCESS_KEY_ID=AKIDOUTBOXDTEST AWS_SECRET_ACCESS_KEY=outboxd-test-secret
+export AWS_ENDPOINT_URL_SQS=$SQS_ENDPOINT AWS_ENDPOINT_URL_DYNAMODB=$DDB_ENDPOINT SQS_ENDPOINT DDB_ENDPOINT
+export NODE_NO_WARNINGS=1
+
+# the 204 HTTP sink for outboxd's relay.sink = "http" (nginx-light, loopback)
+mkdir -p "$SINK_RUN"
+sed "s#@RUN@#$SINK_RUN#g; s#@PORT@#$SINK_PORT#g" "$BENCH/sink-nginx.conf.in" >"$SINK_RUN/nginx.conf"
+nginx -p "$SINK_RUN" -c "$SINK_RUN/nginx.conf" >"$SINK_RUN/stdout.log" 2>&1 &
+echo $! >"$SINK_RUN/sink.pid"
+for _ in $(seq 50); do curl -s -o /dev/null -X POST -d '{}' "$OB_SINK_URL" && break; sleep 0.1; done
+[ "$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{}' "$OB_SINK_URL")" = 204 ] || die "nginx sink did not start ($SINK_RUN)"
+
+# ---- run metadata ----------------------------------------------------------------------
+commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l)
+jq -cn --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg commit "$commit" --argjson dirty "$dirty" \
+  --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" --argjson cpus "$(nproc)" --argjson reps "$REPS" --argjson quick "$QUICK" \
+  --arg bin "$OUTBOXD_BIN" --argjson peers "$PEERS" --arg pg "$(psql -qAtX "$DATABASE_URL" -c 'show server_version')" \
+  '{bench:"meta",date:$date,commit:$commit,modified_files:$dirty,loadavg_start:$load,cpus:$cpus,reps:$reps,quick:($quick==1),outboxd_bin:$bin,peers:($peers==1),postgresql:$pg}' >"$OUT/meta.jsonl"
+say "results in $OUT (commit ${commit:0:12}, load $(cut -d' ' -f1-3 /proc/loadavg))"
+
+# ---- outboxd -----------------------------------------------------------------------------
+ob() { (cd "$WL" && IMPL=$WL/impl/outboxd.sh RESULTS_FILE=$OUT/outboxd.jsonl "$@"); }
+ob_do() { ob bash -c "source lib.sh; load_impl; $*"; }
+ob_b1() { # LABEL [VAR=VALUE...]: reset, start, B1
+  local lbl=$1; shift
+  ob_do impl_reset >/dev/null
+  ob env "$@" bash -c 'source lib.sh; load_impl; impl_up' && sleep 2
+  ob env "$@" LABEL="$lbl" ./b1-ingest.sh
+}
+
+say "outboxd: B4 idle (default configuration)"
+ob_do impl_reset >/dev/null; ob_do impl_up; sleep 5
+ob ./b4-mem.sh idle
+for r in $(seq "$REPS"); do
+  say "outboxd: B1 full chain ($r/$REPS)"
+  ob_b1 full-chain
+done
+ob ./b4-mem.sh after-b1
+# Not shipped: the partial index proposed in bench/README.md for outbox_claim()'s
+# in-progress check (without it that check reads the whole outbox on every claim).
+BUSY_IDX="CREATE INDEX IF NOT EXISTS bench_outbox_busy_idx ON outbox (ordering_key) WHERE status <> 'sent' AND (status = 'failed' OR first_claimed_at IS NOT NULL)"
+for r in $(seq "$REPS"); do
+  say "outboxd: B1 full chain with the proposed index ($r/$REPS)"
+  ob_b1 full-chain-proposed-index OB_EXTRA_SQL="$BUSY_IDX"
+done
+psql -qAtX "$DATABASE_URL" -c "DROP INDEX IF EXISTS bench_outbox_busy_idx" >/dev/null
+
+for r in $(seq "$REPS"); do
+  say "outboxd: B1 ingest only, wake-up self/off/trigger, pgbench ceiling ($r/$REPS)"
+  ob_b1 ingest-only OB_RELAYS=0 OB_CONSUMERS=0
+  ob_b1 ingest-wake-off OB_RELAYS=0 OB_CONSUMERS=0 OB_WAKE=off
+  ob_b1 ingest-wake-trigger OB_RELAYS=0 OB_CONSUMERS=0 OB_WAKE=trigger
+  ob "$BENCH/ceiling.sh"
+done
+
+for sink in sqs http; do
+  for rel in 1 4; do
+    for r in $(seq "$REPS"); do
+      say "outboxd: B2 drain to $sink, $rel relay(s) ($r/$REPS)"
+      ob_do impl_reset >/dev/null
+      ob env OB_SINK=$sink LABEL=$sink B2_RELAYS=$rel B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
+    done
+  done
+done
+
+for rel in 1 4; do
+  for r in $(seq "$REPS"); do
+    say "outboxd: B2 drain to sqs, $rel relay(s), with the proposed index ($r/$REPS)"
+    ob_do impl_reset >/dev/null
+    ob env OB_EXTRA_SQL="$BUSY_IDX" LABEL=sqs-proposed-index B2_RELAYS=$rel B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
+  done
+done
+psql -qAtX "$DATABASE_URL" -c "DROP INDEX IF EXISTS bench_outbox_busy_idx" >/dev/null
+
+for r in $(seq "$REPS"); do
+  say "outboxd: B3 at 50 orders/s ($r/$REPS)"
+  ob env LABEL=rate50 ./b3-e2e.sh && ob env LABEL=rate50 "$BENCH/b3-ack.sh"
+done
+say "outboxd: B3 at 50 orders/s with the wake-up off (poll only)"
+ob env LABEL=rate50-wake-off OB_WAKE=off ./b3-e2e.sh && ob env LABEL=rate50-wake-off "$BENCH/b3-ack.sh"
+
+say "outboxd: B4 growth over $GROWTH B1 runs without restart"
+ob_do impl_reset >/dev/null; ob_do impl_up; sleep 3
+ob ./b4-mem.sh growth-0
+for i in $(seq "$GROWTH"); do
+  ob env LABEL=growth ./b1-ingest.sh >/dev/null; sleep 2
+  ob ./b4-mem.sh "growth-$i"
+done
+ob_do impl_down
+
+# ---- the peers, on the same stack --------------------------------------------------------
+if [ $PEERS = 1 ]; then
+  PG_BASE=${DATABASE_URL%/*}
+  for db in reference graphile; do
+    psql -qAtX "$PG_BASE/postgres" -c "drop database if exists $db" -c "create database $db" >/dev/null
+  done
+  ref_env=(env DATABASE_URL="$PG_BASE/reference" QUEUE_NAME=ref-events
+    SQS_QUEUE_URL="$SQS_ENDPOINT/000000000000/ref-events" DDB_TABLE=ref-fulfillments
+    REF_PORT="$REF_PORT" REF_RUN="$SCRATCH/run/reference-node" RESULTS_FILE="$OUT/reference-node.jsonl")
+  gw_env=(env DATABASE_URL="$PG_BASE/graphile" GW_RUN="$SCRATCH/run/graphile-worker"
+    SINK_PORT="$GW_SINK_PORT" RESULTS_FILE="$OUT/graphile-worker.jsonl")
+  if [ $QUICK = 0 ] && [ "$REPS" = 3 ]; then
+    say "reference-node: run-reference.sh (B4, B1x3, B2 1 and 4 relays x3, B3 50/s and 5/s x3)"
+    (cd "$WL" && "${ref_env[@]}" ./run-reference.sh) || say "run-reference.sh failed"
+    say "graphile-worker: run-gw.sh (B2 noop, noop 100k, post x3, latency x3)"
+    (cd "$SCRATCH/peers/graphile-worker" && "${gw_env[@]}" ./run-gw.sh) || say "run-gw.sh failed"
+  else
+    # the same workloads, REPS times (the peers' run scripts do 3)
+    say "reference-node: B4, B1, B2, B3 (x$REPS)"
+    (cd "$WL" && "${ref_env[@]}" IMPL=reference-node bash -c '
+      set -e; source lib.sh; load_impl; trap impl_down EXIT
+      impl_reset; impl_up; sleep 5; ./b4-mem.sh idle
+      for r in $(seq '"$REPS"'); do impl_reset; impl_up; sleep 2; LABEL=full-chain ./b1-ingest.sh; done
+      ./b4-mem.sh after-b1
+      for n in 1 4; do for r in $(seq '"$REPS"'); do impl_reset; LABEL=${n}relay-30s B2_RELAYS=$n B2_MAX_S=30 ./b2-drain.sh; done; done
+      for r in $(seq '"$REPS"'); do LABEL=rate50 ./b3-e2e.sh; done') || say "reference-node failed"
+    say "graphile-worker: B2 noop and post, latency (x$REPS)"
+    (cd "$SCRATCH/peers/graphile-worker" && "${gw_env[@]}" IMPL=graphile-worker bash -c '
+      set -e; export SINK_URL=http://127.0.0.1:$SINK_PORT/ SINK_RUN='"$SCRATCH"'/run/gw-sink
+      source ../bench/lib.sh; load_impl; ./sink-up.sh "$SINK_PORT" >/dev/null
+      trap "impl_down; kill \$(cat \$SINK_RUN/sink.pid) 2>/dev/null" EXIT
+      cd ../bench; impl_reset; impl_up; sleep 5; ./b4-mem.sh idle
+      for r in $(seq '"$REPS"'); do impl_reset; LABEL=noop B2_POLL_S=0.05 GW_TASK=noop ./b2-drain.sh; done
+      for r in $(seq '"$REPS"'); do impl_reset; LABEL=http-post B2_POLL_S=0.05 GW_TASK=post ./b2-drain.sh; done
+      impl_reset
+      for r in $(seq '"$REPS"'); do LABEL=rate50 ../graphile-worker/gw-latency.sh; done') || say "graphile-worker failed"
+  fi
+  say "emulators: raw ceilings with the lean C client (wrk)"
+  (cd "$WL" && EMU_DUR=5 RESULTS_FILE=$OUT/emulators.jsonl ./emu-raw.sh wrk >/dev/null) || say "emu-raw.sh failed"
+fi
+
+# ---- report ------------------------------------------------------------------------------
+jq -c --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '. + {loadavg_end:$load}' "$OUT/meta.jsonl" >"$OUT/meta.tmp" && mv "$OUT/meta.tmp" "$OUT/meta.jsonl"
+node "$WL/summarize.mjs" "$OUT"/outboxd.jsonl $( [ $PEERS = 1 ] && ls "$OUT"/reference-node.jsonl "$OUT"/graphile-worker.jsonl "$OUT"/emulators.jsonl 2>/dev/null) >"$OUT/summarize.txt" 2>&1
+node "$BENCH/report.mjs" "$OUT" >"$OUT/report.md" || die "report.mjs failed"
+cat "$OUT/report.md"
+say "done: $OUT/report.md, $OUT/summary.jsonl, raw results $OUT/*.jsonl"
