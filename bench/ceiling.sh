@@ -2,10 +2,10 @@
 # ceiling.sh -- the physical ceiling: pgbench running POST /orders' own statement (the
 # order + outbox CTE of src/http.c, one autocommitted statement, prepared) with the same
 # client count as B1 on outboxd's database, outboxd stopped.
-#   notify=trigger   sessions as any writer: sql/schema.sql's trigger sends one NOTIFY per
-#                    transaction (the naive wake-up; the ~28% of DELIVERY-NOTES.md)
-#   notify=off       sessions as outboxd's HTTP workers (outboxd.notify = off): the
-#                    trigger skips them, no NOTIFY
+#   notify-off       sessions as outboxd's HTTP workers (HTTP_SESSION_OPTIONS of
+#                    src/outboxd.h: outboxd.notify = off, outboxd.stamp = off): no NOTIFY
+#   notify-trigger   the same but for outboxd.notify: sql/schema.sql's trigger sends one
+#                    NOTIFY per transaction (the naive wake-up; the ~28% of DELIVERY-NOTES.md)
 # Each run starts from empty tables (truncate, checkpoint) like B1.
 # env: WL (workload dir: lib.sh, the adapter), IMPL=outboxd and the adapter's OB_* settings;
 #      CEIL_CLIENTS (32) CEIL_THREADS (2) CEIL_DURATION (10) CEIL_WARMUP (3)
@@ -31,10 +31,19 @@ esac
   printf '%s\n' "$stmt" | sed 's/\$1/:cust/; s/\$2/:amt/'
 } >"$script"
 
+# The HTTP workers' session options (src/outboxd.h HTTP_SESSION_OPTIONS: notify off, and
+# whatever else their sessions skip), so the ceiling runs as outboxd's own sessions do.
+HDR=$(dirname "$SRC")/outboxd.h
+sess=$(awk '/#define[ \t]+HTTP_SESSION_OPTIONS/{f=1} f{print} f&&!/\\$/{exit}' "$HDR" 2>/dev/null |
+  sed -n 's/^[^"]*"\(.*\)".*$/\1/p' | tr -d '\n')
+[ -n "$sess" ] || sess="-c TimeZone=UTC -c outboxd.notify=off"
+case $sess in *outboxd.notify=off*) ;; *) sess="$sess -c outboxd.notify=off" ;; esac
+
 impl_down
 OB_WAKE=self _ob_wake
 for mode in ${CEIL_MODES:-trigger off}; do
-  opts=""; [ "$mode" = off ] && opts="-c outboxd.notify=off"
+  # off: exactly the HTTP workers' options; trigger: the same but the NOTIFY trigger fires
+  opts=$sess; [ "$mode" = off ] || opts=$(sed 's/-c outboxd.notify=off//' <<<"$sess")
   sql -c "truncate orders, outbox" -c "checkpoint" >/dev/null
   PGOPTIONS="$opts" pgbench -n -M prepared -c "$C" -j "$J" -T "$W" -f "$script" "$DATABASE_URL" >/dev/null 2>&1 || true
   sql -c "truncate orders, outbox" -c "checkpoint" >/dev/null
@@ -46,8 +55,8 @@ for mode in ${CEIL_MODES:-trigger off}; do
   n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
   fail=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' <<<"$out")
   o1=$(sql -c "select count(*) from outbox")
-  result "$(jq -cn --arg lbl "${LABEL:+$LABEL-}notify-$mode" --arg mode "$mode" --argjson c "$C" --argjson d "$D" \
+  result "$(jq -cn --arg lbl "${LABEL:+$LABEL-}notify-$mode" --arg mode "$mode" --arg opts "$opts" --argjson c "$C" --argjson d "$D" \
     --argjson tps "${tps:-0}" --argjson lat "${lat:-0}" --argjson n "${n:-0}" --argjson f "${fail:-0}" --argjson rows $((o1-o0)) \
-    '{bench:"ceiling",impl:"pgbench",label:$lbl,notify:$mode,clients:$c,duration_s:$d,tps:$tps,latency_avg_ms:$lat,transactions:$n,failed:$f,outbox_rows:$rows}')"
+    '{bench:"ceiling",impl:"pgbench",label:$lbl,notify:$mode,session_options:$opts,clients:$c,duration_s:$d,tps:$tps,latency_avg_ms:$lat,transactions:$n,failed:$f,outbox_rows:$rows}')"
 done
 sql -c "truncate orders, outbox" >/dev/null
