@@ -125,13 +125,13 @@ INSERT INTO outbox_control (id) VALUES (1) ON CONFLICT (id) DO NOTHING;
 -- Order per key: a row is its key's head when no other unsent row of the
 -- key is in progress (claimed, backing off or failed) and, among rows not
 -- yet taken, it committed first (the lowest commit_seq, see outbox_stamp()).
+-- Both conditions are one NOT EXISTS, so one probe of outbox_key_idx a row.
 -- A transaction that commits late is published after the rows that
 -- committed before it, never skipped: there is no "last id seen".
 --
--- Two relays must not both take heads of one key: step 1 takes a
--- transaction-level advisory lock on each candidate key, and step 2, a new
--- statement with a new snapshot, re-checks the heads while the locks are
--- held, so it sees every claim another relay committed on those keys.
+-- Relays claiming at the same time take different keys: step 1 takes a
+-- transaction-level advisory lock on each candidate's key and skips keys
+-- another relay holds; step 2 claims the candidates under row locks.
 -- created_at is returned for the publish latency metric.  A function's
 -- result type cannot be changed in place: an older version without it
 -- is dropped first, in this transaction.
@@ -151,32 +151,54 @@ RETURNS TABLE (id bigint, event_type text, ordering_key text, payload text,
     attempts integer, created_at timestamptz)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-	v_keys	text[];
+	v_ids	bigint[] := '{}';
+	v_id	bigint;
+	v_key	text;
 BEGIN
 	IF (SELECT c.paused FROM outbox_control c WHERE c.id = 1) THEN
 		RETURN;
 	END IF;
 
-	SELECT array_agg(h.ordering_key) INTO v_keys
-	FROM (SELECT o.ordering_key FROM outbox o
-	      WHERE o.status = 'pending' AND o.available_at <= now()
-		AND NOT EXISTS (SELECT 1 FROM outbox s
+	-- Step 1: heads in id order.  A key another relay is claiming right
+	-- now (its advisory lock is taken) is skipped and the scan goes on,
+	-- so relays claiming at the same moment take different rows.  The
+	-- scan reads at most 4 x p_limit heads: room to step over what three
+	-- other relays are claiming at that instant.
+	--
+	-- The plan must not depend on the statistics: right after a backlog
+	-- lands (a broker outage, a bulk insert) they still describe a small
+	-- table, and a planner that turns NOT EXISTS into a join may then scan
+	-- all of outbox_key_idx for every row.  OFFSET 0 keeps the NOT EXISTS
+	-- a subplan, which always probes outbox_key_idx with the row's key.
+	FOR v_id, v_key IN
+		SELECT o.id, o.ordering_key FROM outbox o
+		WHERE o.status = 'pending' AND o.available_at <= now()
+		  AND NOT EXISTS (SELECT 1 FROM outbox s
 			WHERE s.ordering_key = o.ordering_key AND s.id <> o.id
 			  AND s.status <> 'sent'
-			  AND (s.status = 'failed' OR s.first_claimed_at IS NOT NULL))
-		AND (o.first_claimed_at IS NOT NULL OR NOT EXISTS (
-			SELECT 1 FROM outbox s
-			WHERE s.ordering_key = o.ordering_key
-			  AND (coalesce(s.commit_seq, 0), s.id) <
-			      (coalesce(o.commit_seq, 0), o.id)
-			  AND s.status <> 'sent'))
-	      ORDER BY o.id LIMIT p_limit) h
-	WHERE pg_try_advisory_xact_lock(2026, hashtext(h.ordering_key));
+			  AND (s.status = 'failed' OR s.first_claimed_at IS NOT NULL
+			    OR (o.first_claimed_at IS NULL AND
+				(coalesce(s.commit_seq, 0), s.id) <
+				(coalesce(o.commit_seq, 0), o.id)))
+			OFFSET 0)
+		ORDER BY o.id
+		LIMIT 4 * p_limit
+	LOOP
+		CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026, hashtext(v_key));
+		v_ids := v_ids || v_id;
+		EXIT WHEN cardinality(v_ids) >= p_limit;
+	END LOOP;
 
-	IF v_keys IS NULL THEN
+	IF cardinality(v_ids) = 0 THEN
 		RETURN;
 	END IF;
 
+	-- Step 2: claim the candidates that are still pending and due.  A
+	-- candidate is still its key's head unless it changed itself since
+	-- step 1's snapshot: a key's head changes only when the head is
+	-- claimed, sent or failed (later commits sort after it, see
+	-- outbox_stamp()), and the row lock (SKIP LOCKED, and the re-check of
+	-- a row another relay has just updated) sees exactly that.
 	RETURN QUERY
 	UPDATE outbox o
 	SET claim = p_claim,
@@ -184,18 +206,8 @@ BEGIN
 	    first_claimed_at = coalesce(o.first_claimed_at, now())
 	WHERE o.id IN (
 		SELECT c.id FROM outbox c
-		WHERE c.ordering_key = ANY (v_keys)
+		WHERE c.id = ANY (v_ids)
 		  AND c.status = 'pending' AND c.available_at <= now()
-		  AND NOT EXISTS (SELECT 1 FROM outbox s
-			WHERE s.ordering_key = c.ordering_key AND s.id <> c.id
-			  AND s.status <> 'sent'
-			  AND (s.status = 'failed' OR s.first_claimed_at IS NOT NULL))
-		  AND (c.first_claimed_at IS NOT NULL OR NOT EXISTS (
-			SELECT 1 FROM outbox s
-			WHERE s.ordering_key = c.ordering_key
-			  AND (coalesce(s.commit_seq, 0), s.id) <
-			      (coalesce(c.commit_seq, 0), c.id)
-			  AND s.status <> 'sent'))
 		FOR UPDATE SKIP LOCKED)
 	RETURNING o.id, o.event_type, o.ordering_key, o.payload::text,
 	    o.attempts, o.created_at;
