@@ -220,7 +220,7 @@ static cfg_opt_t http_opts[] = {
 
 static cfg_opt_t relay_opts[] = {
 	CFG_INT("workers", 2, CFGF_NONE),
-	CFG_INT("batch_size", 10, CFGF_NONE),
+	CFG_INT("batch_size", 100, CFGF_NONE),
 	CFG_INT("poll_interval", 1000, CFGF_NONE),
 	CFG_INT("lease", 30000, CFGF_NONE),
 	CFG_INT("timeout", 10000, CFGF_NONE),

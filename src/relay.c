@@ -5,16 +5,18 @@
  * rows with a random claim token and pushes their available_at out by the
  * lease, in one short autocommitted statement (FOR UPDATE SKIP LOCKED
  * keeps relays off each other's rows).  No transaction is open while the
- * broker is called.  Each message's outcome is then recorded on its own,
- * guarded by the claim token, so a relay whose lease expired can never
- * overwrite a row another relay has since taken.  A relay killed at any
- * moment loses nothing: its rows become available again when the lease
- * ends.
+ * broker is called.  Each message's outcome is then recorded, guarded by
+ * its claim token (sent rows in one statement for many chunks, failures
+ * one by one), so a relay whose lease expired can never overwrite a row
+ * another relay has since taken.  A relay killed at any moment loses
+ * nothing: its rows become available again when the lease ends.
  *
  * Wake-ups: LISTEN on OUTBOX_CHANNEL (a payload-free hint sent once per
  * inserting statement), plus a poll every poll_interval as the safety net,
  * plus a full pass after every (re)connect because notifications sent
- * while nobody listened are gone.
+ * while nobody listened are gone.  Relay 1 claims on every notification;
+ * the others on their poll, and then on notifications too while their
+ * claims come back full (a backlog), see relay_on_conn().
  */
 #include "config.h"
 
@@ -31,7 +33,9 @@
 #include "outboxd.h"
 
 #define RELAY_CHUNK_MAX		10	/* messages per sink call, at most */
-#define RELAY_MAX_INFLIGHT	8	/* chunks being published at once */
+#define RELAY_MAX_INFLIGHT	16	/* chunks being published at once */
+#define RELAY_LOW_WATER		(RELAY_MAX_INFLIGHT / 2) /* claim again */
+#define RELAY_RECORD_MS		2	/* sent rows wait at most this */
 #define RELAY_RECONNECT_MIN	100	/* ms */
 #define RELAY_RECONNECT_MAX	5000	/* ms */
 #define RELAY_RETRY_AFTER_MAX	3600000	/* ms, cap on a broker's Retry-After */
@@ -73,7 +77,13 @@ struct relay {
 	long			 reconnect_delay;
 	int			 reconnect_fails;
 	int			 inflight;	/* chunks at the sink */
+	struct event		*record_ev;	/* records the sent rows */
+	int64_t			*sent_ids;	/* sent, not recorded yet */
+	int64_t			*sent_claims;	/* ... and their claim tokens */
+	int			 nsent;
+	int			 sent_cap;
 	int			 woken;		/* NOTIFY seen since last claim */
+	int			 backlog;	/* the last claim came back full */
 	int			 claiming;	/* inside relay_claim() */
 	int			 stopping;
 };
@@ -179,44 +189,36 @@ relay_exec(struct relay *r, const char *sql, int nparams,
 	return NULL;
 }
 
-/* Record the sink's verdict for every message of a chunk. */
+/*
+ * Record the sink's verdict for every message of a chunk.  Sent rows are
+ * queued for relay_record_sent(), which marks those of many chunks with
+ * one statement; a failure is recorded at once, on its own.
+ */
 static void
 relay_record(struct relay *r, struct relay_chunk *ch)
 {
-	char		 claim[24], delay[24], ids[RELAY_CHUNK_MAX * 21 + 3];
-	char		 id[24], err[RELAY_ERROR_MAX + 1];
+	char		 claim[24], delay[24], id[24];
+	char		 err[RELAY_ERROR_MAX + 1];
 	const char	*p[4];
 	PGresult	*res;
-	size_t		 off = 0;
-	int		 i, nsent = 0;
+	int		 i;
 
 	snprintf(claim, sizeof(claim), "%" PRId64, ch->claim);
-	ids[off++] = '{';
 	for (i = 0; i < ch->n; i++) {
-		struct outbox_msg	*m = &ch->msgs[i];
-
-		if (m->outcome != SINK_SENT)
+		if (ch->msgs[i].outcome != SINK_SENT)
 			continue;
-		off += snprintf(ids + off, sizeof(ids) - off, "%s%" PRId64,
-		    nsent ? "," : "", m->id);
-		nsent++;
-	}
-	ids[off++] = '}';
-	ids[off] = '\0';
-	if (nsent > 0) {
-		p[0] = ids;
-		p[1] = claim;
-		res = relay_exec(r, "UPDATE outbox SET status = 'sent', "
-		    "sent_at = now(), claim = NULL, attempts = attempts + 1, "
-		    "last_error = NULL WHERE id = ANY($1::bigint[]) AND "
-		    "claim = $2", 2, p, PGRES_COMMAND_OK);
-		if (res != NULL) {
-			log_debug("sent %d message(s), %s rows marked", nsent,
-			    PQcmdTuples(res));
-			PQclear(res);
+		if (r->nsent == r->sent_cap) {
+			r->sent_cap = r->sent_cap ? r->sent_cap * 2 : 256;
+			r->sent_ids = reallocarray(r->sent_ids, r->sent_cap,
+			    sizeof(*r->sent_ids));
+			r->sent_claims = reallocarray(r->sent_claims,
+			    r->sent_cap, sizeof(*r->sent_claims));
+			if (r->sent_ids == NULL || r->sent_claims == NULL)
+				fatal("reallocarray");
 		}
+		r->sent_ids[r->nsent] = ch->msgs[i].id;
+		r->sent_claims[r->nsent++] = ch->claim;
 	}
-
 	for (i = 0; i < ch->n; i++) {
 		struct outbox_msg	*m = &ch->msgs[i];
 		int			 attempts = m->attempts + 1;
@@ -263,6 +265,68 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 	}
 }
 
+/*
+ * Mark every queued sent row 'sent' with one statement, each guarded by
+ * the claim it was sent under.  When the connection is gone the queue is
+ * kept and marked after the reconnect; the lease (30 s by default) gives
+ * that time before another relay may take the rows again.
+ */
+static void
+relay_record_sent(struct relay *r)
+{
+	char		*ids, *claims;
+	const char	*p[2];
+	PGresult	*res;
+	size_t		 len;
+	int		 i, off_i = 0, off_c = 0;
+
+	if (r->nsent == 0 || r->conn == NULL)
+		return;
+	/* Two int8[] literals: 20 digits and a comma per row, braces. */
+	len = (size_t)r->nsent * 21 + 3;
+	if ((ids = malloc(len)) == NULL || (claims = malloc(len)) == NULL)
+		fatal("malloc");
+	ids[off_i++] = '{';
+	claims[off_c++] = '{';
+	for (i = 0; i < r->nsent; i++) {
+		off_i += snprintf(ids + off_i, len - off_i, "%s%" PRId64,
+		    i ? "," : "", r->sent_ids[i]);
+		off_c += snprintf(claims + off_c, len - off_c, "%s%" PRId64,
+		    i ? "," : "", r->sent_claims[i]);
+	}
+	memcpy(ids + off_i, "}", 2);
+	memcpy(claims + off_c, "}", 2);
+	p[0] = ids;
+	p[1] = claims;
+	res = relay_exec(r, "UPDATE outbox o SET status = 'sent', "
+	    "sent_at = now(), claim = NULL, attempts = o.attempts + 1, "
+	    "last_error = NULL FROM unnest($1::bigint[], $2::bigint[]) "
+	    "AS d(id, claim) WHERE o.id = d.id AND o.claim = d.claim", 2, p,
+	    PGRES_COMMAND_OK);
+	free(ids);
+	free(claims);
+	if (res == NULL && r->conn == NULL)
+		return;		/* kept for after the reconnect */
+	if (res != NULL) {
+		log_debug("sent %d message(s), %s rows marked", r->nsent,
+		    PQcmdTuples(res));
+		PQclear(res);
+	}
+	r->nsent = 0;
+}
+
+static void
+relay_on_record(evutil_socket_t fd, short what, void *arg)
+{
+	struct relay	*r = arg;
+
+	(void)fd;
+	(void)what;
+	relay_record_sent(r);
+	if (!r->stopping && r->inflight <= RELAY_LOW_WATER)
+		relay_kick(r);
+}
+
 /* Count a chunk's outcomes: sent with their latency, failed attempts by
  * reason, and whether each will be retried or was given up. */
 static void
@@ -307,10 +371,24 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 	relay_chunk_free(ch);
 	r->inflight--;
 	if (r->stopping && r->inflight == 0) {
+		relay_record_sent(r);
 		event_base_loopbreak(r->base);
 		return;
 	}
-	relay_kick(r);
+	/*
+	 * Sent rows are marked, and the next claim made, from
+	 * relay_on_record(): once this turn of the loop is over when few
+	 * chunks are left at the sink (a new order goes out at once), else
+	 * within RELAY_RECORD_MS, so that a backlog is marked and claimed
+	 * in large statements rather than one per finished chunk.
+	 */
+	if (r->inflight <= RELAY_LOW_WATER)
+		event_active(r->record_ev, EV_TIMEOUT, 1);
+	else if (!event_pending(r->record_ev, EV_TIMEOUT, NULL)) {
+		struct timeval	tv = { 0, RELAY_RECORD_MS * 1000 };
+
+		evtimer_add(r->record_ev, &tv);
+	}
 }
 
 /* Hand a chunk to the sink; one whose messages are all decided already
@@ -341,10 +419,10 @@ relay_send_chunk(struct relay *r, struct relay_chunk *ch)
  * Claim up to batch_size rows (at most one per ordering key: see
  * outbox_claim() in sql/schema.sql) and hand them to the sink in chunks
  * that respect its batch limits.  Returns the number of rows claimed, or
- * -1 on error.
+ * -1 on error; *asked is the number asked for.
  */
 static int
-relay_claim(struct relay *r)
+relay_claim(struct relay *r, int *asked)
 {
 	char			 claim[24], lease[24], limit[24];
 	const char		*p[3];
@@ -361,6 +439,7 @@ relay_claim(struct relay *r)
 	snprintf(claim, sizeof(claim), "%" PRId64, token);
 	snprintf(lease, sizeof(lease), "%ld", r->conf->relay.lease);
 	snprintf(limit, sizeof(limit), "%d", room);
+	*asked = room;
 	p[0] = claim;
 	p[1] = lease;
 	p[2] = limit;
@@ -420,19 +499,25 @@ relay_claim(struct relay *r)
 	return n;
 }
 
-/* Claim and publish while there is room and rows keep coming. */
+/*
+ * Claim and publish while there is room and claims come back full.  A
+ * claim that got fewer rows than it asked for took what there was: the
+ * loop stops there, so its messages go out now rather than after one
+ * more (empty) claim.
+ */
 static void
 relay_kick(struct relay *r)
 {
-	int	n;
+	int	n, asked;
 
 	if (r->claiming)
 		return;		/* the claim loop below goes on by itself */
 	while (r->conn != NULL && !r->stopping &&
 	    r->inflight < RELAY_MAX_INFLIGHT) {
 		r->woken = 0;
-		n = relay_claim(r);
-		if (n < 0 || (n == 0 && !r->woken))
+		n = relay_claim(r, &asked);
+		r->backlog = n == asked;
+		if (n < 0 || (n < asked && !r->woken))
 			break;
 	}
 }
@@ -450,7 +535,12 @@ relay_on_conn(evutil_socket_t fd, short what, void *arg)
 	}
 	r->woken = 0;
 	relay_drain_notifies(r);
-	if (r->woken)
+	/* Relay 1 answers every notification.  The others claim on their
+	 * poll and go on while their claims come back full: all of them
+	 * drain a backlog, but a single new order does not cost every
+	 * relay a claim (only one could get it) and the CPU they would
+	 * take from the one that does. */
+	if (r->woken && (r->index == 1 || r->backlog))
 		relay_kick(r);
 }
 
@@ -522,7 +612,8 @@ relay_on_reconnect(evutil_socket_t fd, short what, void *arg)
 		    "listening again, catching up", r->reconnect_fails + 1);
 		r->reconnect_delay = RELAY_RECONNECT_MIN;
 		r->reconnect_fails = 0;
-		relay_kick(r);		/* what was sent while away */
+		relay_record_sent(r);	/* sent before the connection broke */
+		relay_kick(r);		/* what was written while away */
 		return;
 	}
 	/* Rate-limited: the first failure, then every tenth. */
@@ -654,10 +745,11 @@ relay_main(struct conf *conf, int index)
 		return 1;
 	}
 	r.reconnect_ev = evtimer_new(r.base, relay_on_reconnect, &r);
+	r.record_ev = evtimer_new(r.base, relay_on_record, &r);
 	r.poll_ev = event_new(r.base, -1, EV_PERSIST, relay_on_poll, &r);
 	tv.tv_sec = conf->relay.poll_interval / 1000;
 	tv.tv_usec = (conf->relay.poll_interval % 1000) * 1000;
-	if (r.reconnect_ev == NULL || r.poll_ev == NULL ||
+	if (r.reconnect_ev == NULL || r.record_ev == NULL || r.poll_ev == NULL ||
 	    event_add(r.poll_ev, &tv) == -1)
 		fatalx("event_add");
 	if (index == 1 && conf->relay.retention > 0) {
@@ -678,6 +770,7 @@ relay_main(struct conf *conf, int index)
 
 	relay_kick(&r);			/* rows written while we were down */
 	event_base_dispatch(r.base);
+	relay_record_sent(&r);		/* what finished in the last turn */
 
 	if (r.conn_ev != NULL)
 		event_free(r.conn_ev);
@@ -685,6 +778,9 @@ relay_main(struct conf *conf, int index)
 		PQfinish(r.conn);
 	event_free(r.poll_ev);
 	event_free(r.reconnect_ev);
+	event_free(r.record_ev);
+	free(r.sent_ids);
+	free(r.sent_claims);
 	if (r.purge_ev != NULL)
 		event_free(r.purge_ev);
 	httpc_free(r.httpc);

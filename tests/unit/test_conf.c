@@ -120,7 +120,7 @@ test_defaults_and_env(void **state)
 	    &c, err, sizeof(err)), 0);
 	unlink(path);
 	assert_int_equal(c->http.workers, 2);
-	assert_int_equal(c->relay.batch_size, 10);
+	assert_int_equal(c->relay.batch_size, 100);
 	assert_int_equal(c->relay.poll_interval, 1000);
 	assert_int_equal(c->consumer.wait_time, 20);
 	assert_int_equal(c->http.max_body_size, 65536);
