@@ -66,6 +66,7 @@
 					   accepted connection get in */
 #define HTTP_QUEUE_MAX		4096	/* requests waiting for the database */
 #define HTTP_PIPELINE_DEPTH	2	/* statements in flight, each link */
+#define HTTP_BATCH_MAX		32	/* orders written by one statement */
 #define HTTP_NOTIFY_MS		5	/* at most one NOTIFY per this, each */
 #define HTTP_JOBS_KEPT		1024	/* free job records kept for reuse */
 #define HTTP_STATEMENT_TIMEOUT	"5s"	/* PostgreSQL statement_timeout */
@@ -78,8 +79,11 @@
 #define HTTP_OID_INT8		20
 #define HTTP_OID_TEXT		25
 #define HTTP_OID_UUID		2950
+#define HTTP_OID_TEXT_ARRAY	1009
+#define HTTP_OID_INT8_ARRAY	1016
 
 #define HTTP_STMT_INSERT	"outboxd_order_insert"
+#define HTTP_STMT_INSERT_MANY	"outboxd_order_insert_many"
 #define HTTP_STMT_GET		"outboxd_order_get"
 
 /* The order and its order.created event, atomically, in one round trip.
@@ -94,6 +98,27 @@ static const char http_sql_insert[] =
 	"'amountCents', o.amount_cents, 'createdAt', o.created_at) FROM o) "
 	"SELECT id, customer_id, amount_cents, to_json(created_at) #>> '{}' "
 	"FROM o";
+
+/*
+ * Group commit: the orders that queued up while every connection was busy
+ * go in one statement, so one transaction, with a commit for all of them.
+ * Each order still gets its 201 only after that commit, and a failure
+ * fails every order of the statement (none was written).  $1 and $2 are
+ * the customer ids and amounts; n, the position in them, pairs each row
+ * with its request (an INSERT's RETURNING order is not guaranteed).
+ */
+static const char http_sql_insert_many[] =
+	"WITH i AS MATERIALIZED (SELECT gen_random_uuid() AS id, t.c, t.a, t.n "
+	"FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS t(c, a, n)), "
+	"o AS (INSERT INTO orders (id, customer_id, amount_cents) "
+	"SELECT i.id, i.c, i.a FROM i ORDER BY i.n "
+	"RETURNING id, customer_id, amount_cents, created_at), "
+	"e AS (INSERT INTO outbox (event_type, ordering_key, payload) "
+	"SELECT 'order.created', o.id::text, json_build_object("
+	"'orderId', o.id, 'customerId', o.customer_id, "
+	"'amountCents', o.amount_cents, 'createdAt', o.created_at) FROM o) "
+	"SELECT i.n, o.id, o.customer_id, o.amount_cents, "
+	"to_json(o.created_at) #>> '{}' FROM o JOIN i ON i.id = o.id";
 
 static const char http_sql_get[] =
 	"SELECT id, customer_id, amount_cents, to_json(created_at) #>> '{}' "
@@ -131,6 +156,8 @@ struct http_job {
 	char			 amount[24];
 	char			 id[ORDER_UUID_LEN + 1];
 	int			 route;		/* HTTP_JOB_STATS: which */
+	struct http_job		*next;		/* INSERT: the batch's others */
+	int			 nbatch;	/* orders in the batch it heads */
 };
 TAILQ_HEAD(http_jobq, http_job);
 
@@ -451,20 +478,39 @@ http_job_get(struct http_worker *w)
 	if ((job = TAILQ_FIRST(&w->spare)) != NULL) {
 		TAILQ_REMOVE(&w->spare, job, entry);
 		w->nspare--;
-		return job;
-	}
-	return malloc(sizeof(*job));
+	} else if ((job = malloc(sizeof(*job))) == NULL)
+		return NULL;
+	job->next = NULL;
+	job->nbatch = 1;
+	return job;
 }
 
+/* Give back job and the rest of its batch. */
 static void
 http_job_put(struct http_worker *w, struct http_job *job)
 {
-	if (w->nspare >= HTTP_JOBS_KEPT) {
-		free(job);
-		return;
+	struct http_job	*next;
+
+	for (; job != NULL; job = next) {
+		next = job->next;
+		if (w->nspare >= HTTP_JOBS_KEPT) {
+			free(job);
+			continue;
+		}
+		TAILQ_INSERT_HEAD(&w->spare, job, entry);
+		w->nspare++;
 	}
-	TAILQ_INSERT_HEAD(&w->spare, job, entry);
-	w->nspare++;
+}
+
+/* Answer 503 to every request of job's batch not answered yet. */
+static void
+http_job_fail(struct http_worker *w, struct http_job *job)
+{
+	for (; job != NULL; job = job->next)
+		if (job->req != NULL) {
+			http_unavailable(w, job->req);
+			job->req = NULL;
+		}
 }
 
 /* Answer every queued request 503: no connection can take them soon. */
@@ -595,10 +641,24 @@ http_db_fill(struct http_db *db)
 	struct http_worker	*w = db->w;
 	struct http_job		*job;
 
+	struct http_job		*more, **tail;
+
 	while (db->state == HTTP_DB_READY && db->nsent < HTTP_PIPELINE_DEPTH &&
 	    (job = TAILQ_FIRST(&w->queue)) != NULL) {
 		TAILQ_REMOVE(&w->queue, job, entry);
 		w->queued--;
+		/* Orders waiting in a row become one statement. */
+		tail = &job->next;
+		while (job->kind == HTTP_JOB_INSERT &&
+		    job->nbatch < HTTP_BATCH_MAX &&
+		    (more = TAILQ_FIRST(&w->queue)) != NULL &&
+		    more->kind == HTTP_JOB_INSERT) {
+			TAILQ_REMOVE(&w->queue, more, entry);
+			w->queued--;
+			*tail = more;
+			tail = &more->next;
+			job->nbatch++;
+		}
 		http_db_run(db, job);
 	}
 }
@@ -616,15 +676,79 @@ http_db_log_result(struct http_db *db, const PGresult *res)
 	    buf, sizeof(buf)), state != NULL ? state : "none");
 }
 
-/* The result of job's statement: answer its request. */
+/* Answer req with the order in row of res, columns col..col+3 (id,
+ * customer, amount, created): 201 and its Location when it was created. */
+static void
+http_order_reply(struct http_worker *w, struct evhttp_request *req,
+    int created, const PGresult *res, int row, int col)
+{
+	char	location[sizeof("/orders/") + ORDER_UUID_LEN];
+	int	n;
+
+	n = order_json(http_out, sizeof(http_out), PQgetvalue(res, row, col),
+	    PQgetvalue(res, row, col + 1), PQgetvalue(res, row, col + 2),
+	    PQgetvalue(res, row, col + 3));
+	if (n == -1) {
+		log_warnx("order %s: cannot build its JSON",
+		    PQgetvalue(res, row, col));
+		http_unavailable(w, req);
+		return;
+	}
+	if (!created) {
+		http_send(w, req, 200, http_out, (size_t)n);
+		return;
+	}
+	snprintf(location, sizeof(location), "/orders/%s",
+	    PQgetvalue(res, row, col));
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Location",
+	    location);
+	http_send(w, req, 201, http_out, (size_t)n);
+	http_notify(w);
+}
+
+/* The result of a batch of orders (http_sql_insert_many): row n answers
+ * the batch's nth request. */
+static void
+http_db_answer_batch(struct http_db *db, struct http_job *job,
+    const PGresult *res)
+{
+	struct http_job	*jobs[HTTP_BATCH_MAX], *j;
+	int		 i, k, n = 0;
+
+	for (j = job; j != NULL && n < HTTP_BATCH_MAX; j = j->next)
+		jobs[n++] = j;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		http_db_log_result(db, res);
+		http_job_fail(db->w, job);
+		return;
+	}
+	for (i = 0; i < PQntuples(res) && PQnfields(res) == 5; i++) {
+		k = atoi(PQgetvalue(res, i, 0)) - 1;
+		if (k < 0 || k >= n || jobs[k]->req == NULL)
+			continue;
+		http_order_reply(db->w, jobs[k]->req, 1, res, i, 1);
+		jobs[k]->req = NULL;
+	}
+	for (i = 0; i < n; i++)
+		if (jobs[i]->req != NULL) {
+			log_warnx("database connection %d: no row for order "
+			    "%d of %d", db->index, i + 1, n);
+			break;
+		}
+	http_job_fail(db->w, job);	/* any left: cannot be */
+}
+
+/* The result of job's statement: answer its request(s). */
 static void
 http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 {
 	struct http_worker	*w = db->w;
 	struct evhttp_request	*req = job->req;
-	char			 location[sizeof("/orders/") + ORDER_UUID_LEN];
-	int			 n;
 
+	if (job->nbatch > 1) {
+		http_db_answer_batch(db, job, res);
+		return;
+	}
 	job->req = NULL;
 	if (job->kind == HTTP_JOB_STATS) {
 		metrics_outbox_store(res);
@@ -647,24 +771,7 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 		http_unavailable(w, req);
 		return;
 	}
-	n = order_json(http_out, sizeof(http_out), PQgetvalue(res, 0, 0),
-	    PQgetvalue(res, 0, 1), PQgetvalue(res, 0, 2),
-	    PQgetvalue(res, 0, 3));
-	if (n == -1) {
-		log_warnx("order %s: cannot build its JSON",
-		    PQgetvalue(res, 0, 0));
-		http_unavailable(w, req);
-		return;
-	}
-	if (job->kind == HTTP_JOB_INSERT) {
-		snprintf(location, sizeof(location), "/orders/%s",
-		    PQgetvalue(res, 0, 0));
-		evhttp_add_header(evhttp_request_get_output_headers(req),
-		    "Location", location);
-		http_send(w, req, 201, http_out, (size_t)n);
-		http_notify(w);
-	} else
-		http_send(w, req, 200, http_out, (size_t)n);
+	http_order_reply(w, req, job->kind == HTTP_JOB_INSERT, res, 0, 0);
 }
 
 /*
@@ -692,8 +799,7 @@ http_db_pipeline(struct http_db *db, PGresult *res)
 	if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
 		TAILQ_REMOVE(&db->sent, job, entry);
 		db->nsent--;
-		if (job->req != NULL)	/* no result at all: cannot be */
-			http_unavailable(w, job->req);
+		http_job_fail(w, job);	/* no result at all: cannot be */
 		http_job_put(w, job);
 		db->phase = HTTP_PHASE_RESULT;
 		/* progress: the watchdog starts again */
@@ -771,6 +877,8 @@ http_db_setup_next(struct http_db *db)
 	static const Oid	 insert_types[] = { HTTP_OID_TEXT,
 				    HTTP_OID_INT8 };
 	static const Oid	 get_types[] = { HTTP_OID_UUID };
+	static const Oid	 many_types[] = { HTTP_OID_TEXT_ARRAY,
+				    HTTP_OID_INT8_ARRAY };
 	int			 ok;
 
 	if (db->step_failed) {
@@ -791,6 +899,10 @@ http_db_setup_next(struct http_db *db)
 		break;
 	case 3:
 		ok = PQsendQuery(db->pg, http_sql_trigger);
+		break;
+	case 4:
+		ok = PQsendPrepare(db->pg, HTTP_STMT_INSERT_MANY,
+		    http_sql_insert_many, 2, many_types);
 		break;
 	default:
 		if (!PQenterPipelineMode(db->pg)) {
@@ -865,8 +977,7 @@ http_db_broken(struct http_db *db, const char *what)
 		    db->index, what, buf, db->backoff);
 	while ((job = TAILQ_FIRST(&db->sent)) != NULL) {
 		TAILQ_REMOVE(&db->sent, job, entry);
-		if (job->req != NULL)
-			http_unavailable(w, job->req);
+		http_job_fail(w, job);
 		http_job_put(w, job);
 	}
 	db->nsent = 0;
@@ -964,17 +1075,57 @@ http_db_connect(struct http_db *db)
 	event_add(db->rev, NULL);
 }
 
+/*
+ * The two array parameters of http_sql_insert_many for job's batch, as
+ * text[] and int8[] literals: each customer id double-quoted, with '"'
+ * and '\\' escaped (PostgreSQL manual 8.15.6, array value input).
+ */
+static void
+http_batch_arrays(const struct http_job *job, char *ids, char *amounts)
+{
+	const char	*c;
+
+	*ids++ = '{';
+	*amounts++ = '{';
+	for (; job != NULL; job = job->next) {
+		*ids++ = '"';
+		for (c = job->in.customer_id; *c != '\0'; c++) {
+			if (*c == '"' || *c == '\\')
+				*ids++ = '\\';
+			*ids++ = *c;
+		}
+		*ids++ = '"';
+		amounts = stpcpy(amounts, job->amount);
+		if (job->next != NULL) {
+			*ids++ = ',';
+			*amounts++ = ',';
+		}
+	}
+	memcpy(ids, "}", 2);
+	memcpy(amounts, "}", 2);
+}
+
 /* Append job's statement and a Sync to db's pipeline. */
 static void
 http_db_run(struct http_db *db, struct http_job *job)
 {
+	/* Every id escaped and quoted, every amount, and a comma each. */
+	static char	 ids[HTTP_BATCH_MAX * (2 * ORDER_CUSTOMER_ID_MAX + 3) + 3];
+	static char	 amounts[HTTP_BATCH_MAX * 22 + 3];
 	const char	*values[2];
 	int		 ok;
 
 	TAILQ_INSERT_TAIL(&db->sent, job, entry);
 	if (db->nsent++ == 0)
 		http_db_arm(db, HTTP_QUERY_WATCHDOG_MS);
-	if (job->kind == HTTP_JOB_INSERT) {
+	if (job->kind == HTTP_JOB_INSERT && job->nbatch > 1) {
+		/* libpq copies the values into its buffer at once. */
+		http_batch_arrays(job, ids, amounts);
+		values[0] = ids;
+		values[1] = amounts;
+		ok = PQsendQueryPrepared(db->pg, HTTP_STMT_INSERT_MANY, 2,
+		    values, NULL, NULL, 0);
+	} else if (job->kind == HTTP_JOB_INSERT) {
 		values[0] = job->in.customer_id;
 		values[1] = job->amount;
 		ok = PQsendQueryPrepared(db->pg, HTTP_STMT_INSERT, 2, values,
