@@ -154,7 +154,7 @@ if [ $CG = 1 ]; then
         ir = $1; gsub(",", "", ir); if (ir !~ /^[0-9]+$/) next
         obj = $NF; if (obj !~ /^\[.*\]$/) next
         sub(/^\[.*\//, "", obj); sub(/\]$/, "", obj); s[obj] += ir; t += ir }
-      END { for (o in s) printf "%5.1f%% %s\n", 100 * s[o] / t, o }' | sort -rn >"$OUT/callgrind.$1.objects.txt"
+      END { for (o in s) printf "%5.1f%% %s\n", 100 * s[o] / t, o }' | sort -rn | head -12 >"$OUT/callgrind.$1.objects.txt"
     cp "$biggest" "$OUT/callgrind.out.$1"
     say "callgrind $1: $(head -3 "$OUT/callgrind.$1.objects.txt" | tr '\n' ' ')"
   }

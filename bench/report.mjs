@@ -47,13 +47,6 @@ for (const [lbl, what] of [["full-chain", "default configuration (2 HTTP, 2 rela
   row("B1 ingest", `req/s, c=32 — outboxd ${what} vs reference-node (server + relay + consumer)`, fmt(rps), fmt(refB1), rfmt(r), "≥ 3×", r == null ? null : r >= 3, { key: `b1_${lbl}_rps`, value: val(rps), peer_value: val(refB1), ratio_value: r });
 }
 {
-  const rps = b1(ob, "full-chain-proposed-index", "rps");
-  if (rps) {
-    const r = ratio(val(rps), val(refB1));
-    row("B1 ingest", "req/s, c=32 — default configuration with the proposed partial index (not shipped) vs reference-node", fmt(rps), fmt(refB1), rfmt(r), "(info)", null, { key: "b1_full-chain-index_rps", value: val(rps), peer_value: val(refB1), ratio_value: r });
-  }
-}
-{
   const rps = b1(ob, "ingest-only", "rps"), r = ratio(val(rps), val(ceilOff));
   row("B1 ingest", "req/s (HTTP workers only) vs pgbench ceiling (same statement, 32 clients, no NOTIFY)", fmt(rps), `${fmt(ceilOff)} tx/s`, pct(r), "≥ 75%", r == null ? null : r >= 0.75, { key: "b1_vs_ceiling", value: val(rps), peer_value: val(ceilOff), ratio_value: r });
   const rf = b1(ob, "full-chain", "rps"), r2 = ratio(val(rf), val(ceilOff));
@@ -90,12 +83,6 @@ for (const [sink, peer, target, label] of [["sqs", gwNoop, 1, "graphile-worker n
     const r = ratio(val(e), val(peer));
     row("B2 drain", `events/s, 20,000 rows → ${sink === "sqs" ? "SQS (fauxqs)" : "HTTP 204 sink (nginx)"}, ${n} relay${n > 1 ? "s" : ""} vs ${label}`, fmt(e) + (done.length && !done.every(Boolean) ? " (incomplete)" : ""), fmt(peer), rfmt(r), `≥ ${target}×`, r == null ? null : r >= target, { key: `b2_${sink}_${n}`, value: val(e), peer_value: val(peer), ratio_value: r });
   }
-}
-for (const n of [1, 4]) {
-  const e = stat(ob, { bench: "b2", label: "sqs-proposed-index", relays: n }, "events_per_s");
-  if (!e) continue;
-  const r = ratio(val(e), val(gwNoop));
-  row("B2 drain", `events/s → SQS, ${n} relay${n > 1 ? "s" : ""}, with the proposed partial index (not shipped) vs graphile-worker no-op`, fmt(e), fmt(gwNoop), rfmt(r), "(info)", null, { key: `b2_sqs_${n}_index`, value: val(e), peer_value: val(gwNoop), ratio_value: r });
 }
 for (const n of [1, 4]) {
   const e = stat(ob, { bench: "b2", label: "sqs", relays: n }, "events_per_s");

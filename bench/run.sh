@@ -3,11 +3,15 @@
 # peers' kit is there, the same workloads on the reference Node server and graphile-worker,
 # all in one run on one local stack.  See bench/README.md.
 #
-#   bench/run.sh [--quick] [--outboxd-only] [--reps N] [--out DIR] [--no-install] [--keep]
+#   bench/run.sh [--quick] [--outboxd-only] [--only LIST] [--reps N] [--out DIR]
+#                [--no-install] [--keep]
 #
 #   --quick          short runs for trying the bench out (1 rep, B1 3 s, B2 2,000 rows,
 #                    B3 5 s); figures from it are not for reporting
 #   --outboxd-only   skip the peers even when their kit is there
+#   --only LIST      run only these parts of outboxd's run, comma-separated: b1 (B1 and its
+#                    variants), ceiling (NOTIFY cost and pgbench), b2, b3, b4; implies
+#                    --outboxd-only.  For tuning; a run to report runs everything.
 #   --reps N         repetitions of each measured workload (3; 1 with --quick)
 #   --out DIR        results folder (bench/results/YYYYmmdd-HHMMSS)
 #   --no-install     do not apt-get / npm ci (fail instead when something is missing)
@@ -22,11 +26,12 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-QUICK=0 PEERS=1 REPS= OUT= INSTALL=1 KEEP=0
+QUICK=0 PEERS=1 REPS= OUT= INSTALL=1 KEEP=0 ONLY=
 while [ $# -gt 0 ]; do
   case $1 in
   --quick) QUICK=1 ;;
   --outboxd-only) PEERS=0 ;;
+  --only) ONLY=,$2,; PEERS=0; shift ;;
   --reps) REPS=$2; shift ;;
   --out) OUT=$2; shift ;;
   --no-install) INSTALL=0 ;;
@@ -42,6 +47,7 @@ mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 PEERS_DIR=${PEERS_DIR:-$ROOT/../shared/peers}
 REFERENCE_DIR=${REFERENCE_DIR:-$ROOT/../shared/reference}
 say() { echo "bench: $(date +%H:%M:%S) $*" >&2; }
+want() { [ -z "$ONLY" ] || [[ $ONLY == *,$1,* ]]; }
 die() { say "ERROR: $*"; exit 1; }
 if [ $PEERS = 1 ] && [ ! -d "$PEERS_DIR/bench" ]; then
   say "no peers' kit at $PEERS_DIR (set PEERS_DIR): measuring outboxd only"
@@ -157,65 +163,60 @@ ob_b1() { # LABEL [VAR=VALUE...]: reset, start, B1
   ob env "$@" LABEL="$lbl" ./b1-ingest.sh
 }
 
-say "outboxd: B4 idle (default configuration)"
-ob_do impl_reset >/dev/null; ob_do impl_up; sleep 5
-ob ./b4-mem.sh idle
-for r in $(seq "$REPS"); do
-  say "outboxd: B1 full chain ($r/$REPS)"
-  ob_b1 full-chain
-done
-ob ./b4-mem.sh after-b1
-# Not shipped: the partial index proposed in bench/README.md for outbox_claim()'s
-# in-progress check (without it that check reads the whole outbox on every claim).
-BUSY_IDX="CREATE INDEX IF NOT EXISTS bench_outbox_busy_idx ON outbox (ordering_key) WHERE status <> 'sent' AND (status = 'failed' OR first_claimed_at IS NOT NULL)"
-for r in $(seq "$REPS"); do
-  say "outboxd: B1 full chain with the proposed index ($r/$REPS)"
-  ob_b1 full-chain-proposed-index OB_EXTRA_SQL="$BUSY_IDX"
-done
-psql -qAtX "$DATABASE_URL" -c "DROP INDEX IF EXISTS bench_outbox_busy_idx" >/dev/null
+if want b1 || want b4; then
+  say "outboxd: B4 idle (default configuration)"
+  ob_do impl_reset >/dev/null; ob_do impl_up; sleep 5
+  ob ./b4-mem.sh idle
+  for r in $(seq "$REPS"); do
+    say "outboxd: B1 full chain ($r/$REPS)"
+    ob_b1 full-chain
+  done
+  ob ./b4-mem.sh after-b1
+fi
 
-for r in $(seq "$REPS"); do
-  say "outboxd: B1 ingest only, wake-up self/off/trigger, pgbench ceiling ($r/$REPS)"
-  ob_b1 ingest-only OB_RELAYS=0 OB_CONSUMERS=0
-  ob_b1 ingest-wake-off OB_RELAYS=0 OB_CONSUMERS=0 OB_WAKE=off
-  ob_b1 ingest-wake-trigger OB_RELAYS=0 OB_CONSUMERS=0 OB_WAKE=trigger
-  ob "$BENCH/ceiling.sh"
-done
+if want b1 || want ceiling; then
+  for r in $(seq "$REPS"); do
+    say "outboxd: B1 ingest only, wake-up self/off/trigger, pgbench ceiling ($r/$REPS)"
+    ob_b1 ingest-only OB_RELAYS=0 OB_CONSUMERS=0
+    if want ceiling; then
+      ob_b1 ingest-wake-off OB_RELAYS=0 OB_CONSUMERS=0 OB_WAKE=off
+      ob_b1 ingest-wake-trigger OB_RELAYS=0 OB_CONSUMERS=0 OB_WAKE=trigger
+      ob "$BENCH/ceiling.sh"
+    fi
+  done
+fi
 
-for sink in sqs http; do
-  for rel in 1 4; do
-    for r in $(seq "$REPS"); do
-      say "outboxd: B2 drain to $sink, $rel relay(s) ($r/$REPS)"
-      ob_do impl_reset >/dev/null
-      ob env OB_SINK=$sink LABEL=$sink B2_RELAYS=$rel B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
+if want b2; then
+  for sink in sqs http; do
+    for rel in 1 4; do
+      for r in $(seq "$REPS"); do
+        say "outboxd: B2 drain to $sink, $rel relay(s) ($r/$REPS)"
+        ob_do impl_reset >/dev/null
+        ob env OB_SINK=$sink LABEL=$sink B2_RELAYS=$rel B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
+      done
     done
   done
-done
+fi
 
-for rel in 1 4; do
+if want b3; then
   for r in $(seq "$REPS"); do
-    say "outboxd: B2 drain to sqs, $rel relay(s), with the proposed index ($r/$REPS)"
-    ob_do impl_reset >/dev/null
-    ob env OB_EXTRA_SQL="$BUSY_IDX" LABEL=sqs-proposed-index B2_RELAYS=$rel B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
+    say "outboxd: B3 at 50 orders/s ($r/$REPS)"
+    ob env LABEL=rate50 ./b3-e2e.sh && ob env LABEL=rate50 "$BENCH/b3-ack.sh"
   done
-done
-psql -qAtX "$DATABASE_URL" -c "DROP INDEX IF EXISTS bench_outbox_busy_idx" >/dev/null
+  say "outboxd: B3 at 50 orders/s with the wake-up off (poll only)"
+  ob env LABEL=rate50-wake-off OB_WAKE=off ./b3-e2e.sh && ob env LABEL=rate50-wake-off "$BENCH/b3-ack.sh"
+fi
 
-for r in $(seq "$REPS"); do
-  say "outboxd: B3 at 50 orders/s ($r/$REPS)"
-  ob env LABEL=rate50 ./b3-e2e.sh && ob env LABEL=rate50 "$BENCH/b3-ack.sh"
-done
-say "outboxd: B3 at 50 orders/s with the wake-up off (poll only)"
-ob env LABEL=rate50-wake-off OB_WAKE=off ./b3-e2e.sh && ob env LABEL=rate50-wake-off "$BENCH/b3-ack.sh"
-
-say "outboxd: B4 growth over $GROWTH B1 runs without restart"
-ob_do impl_reset >/dev/null; ob_do impl_up; sleep 3
-ob ./b4-mem.sh growth-0
-for i in $(seq "$GROWTH"); do
-  ob env LABEL=growth ./b1-ingest.sh >/dev/null; sleep 2
-  ob ./b4-mem.sh "growth-$i"
-done
-ob_do impl_down
+if want b4; then
+  say "outboxd: B4 growth over $GROWTH B1 runs without restart"
+  ob_do impl_reset >/dev/null; ob_do impl_up; sleep 3
+  ob ./b4-mem.sh growth-0
+  for i in $(seq "$GROWTH"); do
+    ob env LABEL=growth ./b1-ingest.sh >/dev/null; sleep 2
+    ob ./b4-mem.sh "growth-$i"
+  done
+  ob_do impl_down
+fi
 
 # ---- the peers, on the same stack --------------------------------------------------------
 if [ $PEERS = 1 ]; then

@@ -119,11 +119,13 @@ BEGIN
 END
 \$\$" >/dev/null
 
-# every writer walks the same keys in the same order, so that they meet on
-# a key; one autocommitted SELECT (= one transaction) per event
+# odd writers walk the keys up, even ones down, so that every round each
+# meets the others on some key however far the random sleeps have moved
+# them apart; one autocommitted SELECT (= one transaction) per event
 for w in $(seq 1 $WRITERS); do
 	for r in $(seq 1 $((PER_KEY / WRITERS))); do
-		for k in $(seq 1 $KEYS); do
+		if [ $((w % 2)) = 1 ]; then keys=$(seq 1 $KEYS); else keys=$(seq $KEYS -1 1); fi
+		for k in $keys; do
 			if [ "$INSERT_FIRST" = 1 ] && [ $(((w + r + k) % 2)) = 0 ]; then f=true; else f=false; fi
 			printf "SELECT ins_event('key-%02d', %d, %s);\n" "$k" "$w" "$f"
 		done
