@@ -1121,6 +1121,8 @@ http_db_run(struct http_db *db, struct http_job *job)
 	if (job->kind == HTTP_JOB_INSERT && job->nbatch > 1) {
 		/* libpq copies the values into its buffer at once. */
 		http_batch_arrays(job, ids, amounts);
+		log_debug("database connection %d: %d orders in one "
+		    "statement", db->index, job->nbatch);
 		values[0] = ids;
 		values[1] = amounts;
 		ok = PQsendQueryPrepared(db->pg, HTTP_STMT_INSERT_MANY, 2,

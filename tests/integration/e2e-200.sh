@@ -85,6 +85,36 @@ check_eq "queue drained (visible + in flight)" "0+0" \
 	"$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)+$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessagesNotVisible)"
 check_eq "dead-letter queue empty" 0 "$(sqs_attr "$SQS_ENDPOINT" "$DLQ_URL" ApproximateNumberOfMessages)"
 
+# A burst of concurrent orders is written in group commits (several orders
+# per statement, customer ids passed as one text[] literal): every answer
+# must carry its own request's customer id, byte for byte, whatever quoting
+# the id needs, and so must the row behind its Location.
+cat >"$T_DIR/burst.py" <<'PYEOF'
+import http.client, json, sys, threading
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1])
+ids = ['q"uote', 'back\\slash', 'a,b', '{brace}', 'NULL', ' spaced ', '\\"', 'é ✓ 😀', "it's", '']
+ids = [f"{b}-{i}" for i in range(16) for b in ids]
+res, lock = [], threading.Lock()
+def run(chunk):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    for cid in chunk:
+        c.request("POST", "/orders", json.dumps({"customerId": cid, "amountCents": 7}).encode(),
+                  {"Content-Type": "application/json"})
+        r = c.getresponse(); body = r.read()
+        c.request("GET", r.getheader("Location") or "/orders/none"); g = c.getresponse(); gb = g.read()
+        with lock:
+            res.append((cid, r.status, json.loads(body).get("customer_id"), g.status, json.loads(gb).get("customer_id")))
+ts = [threading.Thread(target=run, args=(ids[k::32],)) for k in range(32)]
+[t.start() for t in ts]; [t.join() for t in ts]
+bad = [x for x in res if x[1] != 201 or x[2] != x[0] or x[3] != 200 or x[4] != x[0]]
+print(len(res), len(bad))
+for b in bad[:5]: print("BAD", b, file=sys.stderr)
+PYEOF
+read -r nburst nbad <<<"$("$PY" "$T_DIR/burst.py" "$OUTBOXD_URL")"
+check_eq "burst of 32 concurrent clients: orders answered" 160 "${nburst:-0}"
+check_eq "orders whose 201 or stored row does not carry their own customerId" 0 "${nbad:-1}"
+
 # graceful stop: SIGTERM to the master; it and every child are gone in time
 pid=$(proc_pid "$OUTBOXD_PIDFILE")
 kill -TERM "$pid"
