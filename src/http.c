@@ -1057,11 +1057,12 @@ http_db_connect(struct http_db *db)
 {
 	const char	*keys[] = { "application_name", "options",
 			    "keepalives_idle", "keepalives_interval",
-			    "keepalives_count", "tcp_user_timeout", "dbname",
-			    NULL };
+			    "keepalives_count", "tcp_user_timeout", "gssencmode",
+			    "dbname", NULL };
 	const char	*vals[] = { "outboxd http",
 			    HTTP_SESSION_OPTIONS, "5",
-			    "2", "3", "10000", db->w->conf->database, NULL };
+			    "2", "3", "10000", db_gssencmode(),
+			    db->w->conf->database, NULL };
 
 	db->pg = PQconnectStartParams(keys, vals, 1);
 	if (db->pg == NULL || PQstatus(db->pg) == CONNECTION_BAD) {
