@@ -214,7 +214,7 @@ static cfg_opt_t http_opts[] = {
 	CFG_STR("listen", "127.0.0.1:8080", CFGF_NONE),
 	CFG_INT("workers", 2, CFGF_NONE),
 	CFG_INT("max_body_size", 65536, CFGF_NONE),
-	CFG_INT("db_connections", 4, CFGF_NONE),
+	CFG_INT("db_connections", 1, CFGF_NONE),
 	CFG_END()
 };
 

@@ -17,7 +17,7 @@
 #   OB_PORT             HTTP port                             (required)
 #   OB_RUN              pid file, configuration, logs          (/tmp/peers-run/outboxd)
 #   OB_HTTP_WORKERS OB_RELAYS OB_CONSUMERS   impl_up's counts (2 2 1: the shipped defaults)
-#   OB_DB_CONNECTIONS   http.db_connections                   (unset: default 4)
+#   OB_DB_CONNECTIONS   http.db_connections                   (unset: default 1)
 #   OB_SINK             sqs | http                            (sqs)
 #   OB_SINK_URL OB_WEBHOOK_SECRET   for OB_SINK=http
 #   OB_POLL_INTERVAL OB_BATCH_SIZE  relay settings            (unset: defaults 1000, 10)
