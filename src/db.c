@@ -25,14 +25,28 @@ db_errcpy(char *err, size_t errlen, const char *msg)
 }
 
 const char *
-db_gssencmode(void)
+db_gssencmode(const char *conninfo)
 {
-	const char	*v = getenv("PGGSSENCMODE");
+	PQconninfoOption	*opts, *o;
+	const char		*v = getenv("PGGSSENCMODE");
+	int			 theirs = getenv("PGSERVICE") != NULL;
 
 	/* libpq's default, "prefer", looks for Kerberos credentials on every
 	 * connect, which maps the Kerberos libraries into each worker (about
-	 * 0.9 MB of RSS apiece) to find, nearly always, none. */
-	return v != NULL && *v != '\0' ? v : "disable";
+	 * 0.9 MB of RSS apiece) to find, nearly always, none.  Whatever the
+	 * operator chose (conninfo, a pg_service.conf service, environment)
+	 * wins; "" leaves the keyword unset for libpq. */
+	if (v != NULL && *v != '\0')
+		return "";
+	if ((opts = PQconninfoParse(conninfo, NULL)) != NULL) {
+		for (o = opts; o->keyword != NULL; o++)
+			if ((strcmp(o->keyword, "service") == 0 ||
+			    strcmp(o->keyword, "gssencmode") == 0) &&
+			    o->val != NULL && *o->val != '\0')
+				theirs = 1;
+		PQconninfoFree(opts);
+	}
+	return theirs ? "" : "disable";
 }
 
 struct pg_conn *
@@ -61,7 +75,7 @@ db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
 	vals[4] = "2";
 	vals[5] = "3";
 	vals[6] = "10000";
-	vals[7] = db_gssencmode();
+	vals[7] = db_gssencmode(conninfo);
 	vals[8] = conninfo;
 	vals[9] = NULL;
 	conn = PQconnectdbParams(keys, vals, 1);

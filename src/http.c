@@ -1061,7 +1061,7 @@ http_db_connect(struct http_db *db)
 			    "dbname", NULL };
 	const char	*vals[] = { "outboxd http",
 			    HTTP_SESSION_OPTIONS, "5",
-			    "2", "3", "10000", db_gssencmode(),
+			    "2", "3", "10000", db_gssencmode(db->w->conf->database),
 			    db->w->conf->database, NULL };
 
 	db->pg = PQconnectStartParams(keys, vals, 1);

@@ -207,10 +207,11 @@ void		 proc_title_init(int argc, char **argv);
 /* ---- db.c: blocking libpq helpers shared by the workers --------------- */
 
 /*
- * The gssencmode outboxd connects with unless conninfo names one:
- * $PGGSSENCMODE if set, else "disable".  Static string, not to be freed.
+ * The gssencmode value outboxd passes with conninfo: "disable", or "" (let
+ * libpq decide) when conninfo sets gssencmode or a service, or
+ * PGGSSENCMODE or PGSERVICE is set.  Static string, not to be freed.
  */
-const char	*db_gssencmode(void);
+const char	*db_gssencmode(const char *conninfo);
 /*
  * Connect (blocking) with conninfo; sets TimeZone UTC and application_name
  * "outboxd <role>".  Returns NULL and writes the libpq message into err on
