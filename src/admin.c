@@ -321,25 +321,6 @@ fail:
 	return -1;
 }
 
-/* "{1,2,3}" for $1::bigint[]; caller frees. */
-static char *
-admin_id_array(const int64_t *ids, int n)
-{
-	char	*s;
-	size_t	 off = 0, cap = (size_t)n * 21 + 3;
-	int	 i;
-
-	if ((s = malloc(cap)) == NULL)
-		return NULL;
-	s[off++] = '{';
-	for (i = 0; i < n; i++)
-		off += (size_t)snprintf(s + off, cap - off, "%s%" PRId64,
-		    i ? "," : "", ids[i]);
-	s[off++] = '}';
-	s[off] = '\0';
-	return s;
-}
-
 int
 admin_redrive(struct pg_conn *conn, const struct admin_redrive *sel,
     cJSON **out, char *err, size_t errlen)
@@ -359,7 +340,7 @@ admin_redrive(struct pg_conn *conn, const struct admin_redrive *sel,
 		res = admin_exec(conn, "redrive", admin_sql_redrive_type, 1,
 		    p, PGRES_TUPLES_OK, err, errlen);
 	} else {
-		if ((ids = admin_id_array(sel->ids, sel->nids)) == NULL) {
+		if ((ids = db_int8_array(sel->ids, sel->nids)) == NULL) {
 			snprintf(err, errlen, "out of memory");
 			return -1;
 		}

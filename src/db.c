@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,18 +25,20 @@ db_errcpy(char *err, size_t errlen, const char *msg)
 		err[--n] = '\0';
 }
 
-const char *
+/*
+ * The gssencmode value passed with conninfo.  libpq's default, "prefer",
+ * looks for Kerberos credentials on every connect, which maps the Kerberos
+ * libraries into each worker (about 0.9 MB of RSS apiece) to find, nearly
+ * always, none.  Whatever the operator chose (conninfo, a pg_service.conf
+ * service, environment) wins; "" leaves the keyword unset for libpq.
+ */
+static const char *
 db_gssencmode(const char *conninfo)
 {
 	PQconninfoOption	*opts, *o;
 	const char		*v = getenv("PGGSSENCMODE");
 	int			 theirs = getenv("PGSERVICE") != NULL;
 
-	/* libpq's default, "prefer", looks for Kerberos credentials on every
-	 * connect, which maps the Kerberos libraries into each worker (about
-	 * 0.9 MB of RSS apiece) to find, nearly always, none.  Whatever the
-	 * operator chose (conninfo, a pg_service.conf service, environment)
-	 * wins; "" leaves the keyword unset for libpq. */
 	if (v != NULL && *v != '\0')
 		return "";
 	if ((opts = PQconninfoParse(conninfo, NULL)) != NULL) {
@@ -49,36 +52,46 @@ db_gssencmode(const char *conninfo)
 	return theirs ? "" : "disable";
 }
 
-struct pg_conn *
-db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
+void
+db_params_init(struct db_params *p, const char *conninfo, const char *role)
 {
 	/* Our defaults come first so that the operator's conninfo, expanded
 	 * from dbname last, overrides them.  Keepalives and a user timeout
 	 * make a dead server or network show up as an error within seconds
 	 * instead of a hang.  Timestamps go out in UTC. */
-	const char	*keys[] = { "application_name", "options",
+	static const char *const keys[] = { "application_name", "options",
 			    "connect_timeout", "keepalives_idle",
 			    "keepalives_interval", "keepalives_count",
 			    "tcp_user_timeout", "gssencmode", "dbname", NULL };
-	const char	*vals[10];
-	char		 app[64];
-	PGconn		*conn;
+	int		 i;
 
-	snprintf(app, sizeof(app), "outboxd %s", role);
-	vals[0] = app;
+	for (i = 0; keys[i] != NULL; i++)
+		p->keys[i] = keys[i];
+	p->keys[i] = NULL;
+	snprintf(p->app, sizeof(p->app), "outboxd %s", role);
+	p->vals[0] = p->app;
 	/* The HTTP workers wake the relays themselves, debounced (http.c),
 	 * and write only keys no other row shares: see sql/schema.sql. */
-	vals[1] = strcmp(role, "http") == 0 ? HTTP_SESSION_OPTIONS :
+	p->vals[1] = strcmp(role, "http") == 0 ? HTTP_SESSION_OPTIONS :
 	    "-c TimeZone=UTC";
-	vals[2] = "10";
-	vals[3] = "5";
-	vals[4] = "2";
-	vals[5] = "3";
-	vals[6] = "10000";
-	vals[7] = db_gssencmode(conninfo);
-	vals[8] = conninfo;
-	vals[9] = NULL;
-	conn = PQconnectdbParams(keys, vals, 1);
+	p->vals[2] = "10";
+	p->vals[3] = "5";
+	p->vals[4] = "2";
+	p->vals[5] = "3";
+	p->vals[6] = "10000";
+	p->vals[7] = db_gssencmode(conninfo);
+	p->vals[8] = conninfo;
+	p->vals[9] = NULL;
+}
+
+struct pg_conn *
+db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
+{
+	struct db_params	 p;
+	PGconn			*conn;
+
+	db_params_init(&p, conninfo, role);
+	conn = PQconnectdbParams(p.keys, p.vals, 1);
 	if (conn == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
@@ -89,6 +102,24 @@ db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
 		return NULL;
 	}
 	return conn;
+}
+
+char *
+db_int8_array(const int64_t *v, int n)
+{
+	char	*s;
+	size_t	 off = 0, cap = (size_t)n * 21 + 3;
+	int	 i;
+
+	if ((s = malloc(cap)) == NULL)
+		return NULL;
+	s[off++] = '{';
+	for (i = 0; i < n; i++)
+		off += (size_t)snprintf(s + off, cap - off, "%s%" PRId64,
+		    i ? "," : "", v[i]);
+	s[off++] = '}';
+	s[off] = '\0';
+	return s;
 }
 
 int

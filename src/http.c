@@ -522,7 +522,7 @@ http_queue_fail(struct http_worker *w)
 	while ((job = TAILQ_FIRST(&w->queue)) != NULL) {
 		TAILQ_REMOVE(&w->queue, job, entry);
 		w->queued--;
-		http_unavailable(w, job->req);
+		http_job_fail(w, job);
 		http_job_put(w, job);
 	}
 }
@@ -1055,16 +1055,11 @@ http_db_connect_poll(evutil_socket_t fd, short what, void *arg)
 static void
 http_db_connect(struct http_db *db)
 {
-	const char	*keys[] = { "application_name", "options",
-			    "keepalives_idle", "keepalives_interval",
-			    "keepalives_count", "tcp_user_timeout", "gssencmode",
-			    "dbname", NULL };
-	const char	*vals[] = { "outboxd http",
-			    HTTP_SESSION_OPTIONS, "5",
-			    "2", "3", "10000", db_gssencmode(db->w->conf->database),
-			    db->w->conf->database, NULL };
+	struct db_params	p;
 
-	db->pg = PQconnectStartParams(keys, vals, 1);
+	/* connect_timeout is not enforced by PQconnectPoll; our timer is. */
+	db_params_init(&p, db->w->conf->database, "http");
+	db->pg = PQconnectStartParams(p.keys, p.vals, 1);
 	if (db->pg == NULL || PQstatus(db->pg) == CONNECTION_BAD) {
 		http_db_broken(db, "connect");
 		return;

@@ -207,14 +207,27 @@ void		 proc_title_init(int argc, char **argv);
 /* ---- db.c: blocking libpq helpers shared by the workers --------------- */
 
 /*
- * The gssencmode value outboxd passes with conninfo: "disable", or "" (let
- * libpq decide) when conninfo sets gssencmode or a service, or
- * PGGSSENCMODE or PGSERVICE is set.  Static string, not to be freed.
+ * Keywords and values for PQconnectdbParams()/PQconnectStartParams()
+ * (expand_dbname = 1): application_name "outboxd <role>", the session
+ * options of role (HTTP_SESSION_OPTIONS for "http", else TimeZone UTC),
+ * connect, keepalive and TCP user timeouts, gssencmode "disable" unless
+ * conninfo, a service or PGGSSENCMODE/PGSERVICE choose, then conninfo as
+ * dbname, so that it overrides the rest.  p holds every string but
+ * conninfo, which must outlive the connect.
  */
-const char	*db_gssencmode(const char *conninfo);
+struct db_params {
+	const char	*keys[10];
+	const char	*vals[10];
+	char		 app[64];
+};
+void		 db_params_init(struct db_params *p, const char *conninfo,
+		    const char *role);
+/* "{1,2,3}", a bigint[] parameter of n values; caller frees; NULL if out
+ * of memory. */
+char		*db_int8_array(const int64_t *v, int n);
 /*
- * Connect (blocking) with conninfo; sets TimeZone UTC and application_name
- * "outboxd <role>".  Returns NULL and writes the libpq message into err on
+ * Connect (blocking) with conninfo and db_params_init()'s settings.
+ * Returns NULL and writes the libpq message into err on
  * failure.  Caller PQfinish()es the connection.
  */
 struct pg_conn	*db_connect(const char *conninfo, const char *role, char *err,

@@ -277,25 +277,12 @@ relay_record_sent(struct relay *r)
 	char		*ids, *claims;
 	const char	*p[2];
 	PGresult	*res;
-	size_t		 len;
-	int		 i, off_i = 0, off_c = 0;
 
 	if (r->nsent == 0 || r->conn == NULL)
 		return;
-	/* Two int8[] literals: 20 digits and a comma per row, braces. */
-	len = (size_t)r->nsent * 21 + 3;
-	if ((ids = malloc(len)) == NULL || (claims = malloc(len)) == NULL)
+	if ((ids = db_int8_array(r->sent_ids, r->nsent)) == NULL ||
+	    (claims = db_int8_array(r->sent_claims, r->nsent)) == NULL)
 		fatal("malloc");
-	ids[off_i++] = '{';
-	claims[off_c++] = '{';
-	for (i = 0; i < r->nsent; i++) {
-		off_i += snprintf(ids + off_i, len - off_i, "%s%" PRId64,
-		    i ? "," : "", r->sent_ids[i]);
-		off_c += snprintf(claims + off_c, len - off_c, "%s%" PRId64,
-		    i ? "," : "", r->sent_claims[i]);
-	}
-	memcpy(ids + off_i, "}", 2);
-	memcpy(claims + off_c, "}", 2);
 	p[0] = ids;
 	p[1] = claims;
 	res = relay_exec(r, "UPDATE outbox o SET status = 'sent', "
