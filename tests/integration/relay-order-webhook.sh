@@ -8,6 +8,7 @@
 # not in commit order.  The receiver (tests/lib/webhook-receiver.py) records
 # deliveries in arrival order and checks every signature.
 . "$(dirname "$0")/../lib/common.sh"
+. "$T_LIB/relay-lib.sh"
 test_init
 need_binaries
 stack_up
@@ -41,7 +42,7 @@ outboxd_start "$T_DIR/outbox.conf"
 
 sql "CREATE TABLE seq_ctr (k text PRIMARY KEY, seq integer NOT NULL DEFAULT 0);
 INSERT INTO seq_ctr SELECT 'key-' || lpad(g::text, 2, '0'), 0 FROM generate_series(1, $KEYS) g;
-CREATE FUNCTION ins_event(p_k text, p_insert_first boolean) RETURNS void
+CREATE FUNCTION ins_event(p_k text, p_w integer, p_insert_first boolean) RETURNS void
 LANGUAGE plpgsql AS \$\$
 DECLARE
 	v_id bigint;
@@ -63,25 +64,9 @@ BEGIN
 END
 \$\$" >/dev/null
 
-for w in $(seq 1 $WRITERS); do
-	for r in $(seq 1 $((PER_KEY / WRITERS))); do
-		for k in $(seq 1 $KEYS); do
-			if [ $(((w + r + k) % 2)) = 0 ]; then f=true; else f=false; fi
-			printf "SELECT ins_event('key-%02d', %s);\n" "$k" "$f"
-		done
-	done >"$T_DIR/writer.$w.sql"
-done
-pids=()
-for w in $(seq 1 $WRITERS); do
-	psql -X -v ON_ERROR_STOP=1 -qAt -f "$T_DIR/writer.$w.sql" >"$T_DIR/writer.$w.out" 2>&1 &
-	pids+=($!)
-done
-wfail=0
-for p in "${pids[@]}"; do wait "$p" || wfail=$((wfail + 1)); done
-check_eq "writers that failed" 0 "$wfail"
+order_writers_run "$WRITERS" "$PER_KEY" "$KEYS" 1
 check_eq "events written" "$TOTAL" "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.seq'")"
-inv=$(sql "SELECT count(*) FROM outbox a JOIN outbox b ON a.ordering_key = b.ordering_key AND a.id < b.id
-	WHERE a.event_type = 'test.seq' AND (a.payload->>'seq')::int > (b.payload->>'seq')::int")
+inv=$(order_inversions)
 check "the writers produced id/commit-order inversions to get right ($inv)" [ "$inv" -gt 0 ]
 
 all_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")" = 0 ]; }

@@ -119,33 +119,13 @@ BEGIN
 END
 \$\$" >/dev/null
 
-# odd writers walk the keys up, even ones down, so that every round each
-# meets the others on some key however far the random sleeps have moved
-# them apart; one autocommitted SELECT (= one transaction) per event
-for w in $(seq 1 $WRITERS); do
-	for r in $(seq 1 $((PER_KEY / WRITERS))); do
-		if [ $((w % 2)) = 1 ]; then keys=$(seq 1 $KEYS); else keys=$(seq $KEYS -1 1); fi
-		for k in $keys; do
-			if [ "$INSERT_FIRST" = 1 ] && [ $(((w + r + k) % 2)) = 0 ]; then f=true; else f=false; fi
-			printf "SELECT ins_event('key-%02d', %d, %s);\n" "$k" "$w" "$f"
-		done
-	done >"$T_DIR/writer.$w.sql"
-done
 t0=$(now_ms)
-pids=()
-for w in $(seq 1 $WRITERS); do
-	psql -X -v ON_ERROR_STOP=1 -qAt -f "$T_DIR/writer.$w.sql" >"$T_DIR/writer.$w.out" 2>&1 &
-	pids+=($!)
-done
-wfail=0
-for p in "${pids[@]}"; do wait "$p" || wfail=$((wfail + 1)); done
-check_eq "writers that failed" 0 "$wfail"
+order_writers_run "$WRITERS" "$PER_KEY" "$KEYS" "$INSERT_FIRST"
 TOTAL=$((KEYS * PER_KEY))
 say "$TOTAL events written by $WRITERS writers in $(($(now_ms) - t0)) ms"
 check_eq "events written" "$TOTAL" "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.seq'")"
 check_eq "every key's counter reached $PER_KEY" "$KEYS" "$(sql "SELECT count(*) FROM seq_ctr WHERE seq = $PER_KEY")"
-inv=$(sql "SELECT count(*) FROM outbox a JOIN outbox b ON a.ordering_key = b.ordering_key AND a.id < b.id
-	WHERE a.event_type = 'test.seq' AND (a.payload->>'seq')::int > (b.payload->>'seq')::int")
+inv=$(order_inversions)
 say "pairs of events of one key whose row ids are in the opposite of commit order: $inv"
 [ "$INSERT_FIRST" != 1 ] || check "the writers produced id/commit-order inversions to get right ($inv)" [ "$inv" -gt 0 ]
 

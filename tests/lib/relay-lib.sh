@@ -25,6 +25,17 @@
 #	process title "outboxd: relay N" inside outboxd's process group).
 # fault_ctl [/SUBPATH] [CURL ARGS...]
 #	curl the fault proxy's control endpoint $FP/__fault[/SUBPATH].
+# order_writers_run WRITERS PER_KEY KEYS MIXED
+#	WRITERS concurrent psql sessions each run PER_KEY/WRITERS rounds over
+#	keys key-01..KEYS, one autocommitted "SELECT ins_event(KEY, W, F)" per
+#	event (the test defines ins_event); F (insert the row before taking the
+#	key's counter) alternates when MIXED = 1, else is false.  Odd writers
+#	walk the keys up, even ones down, so that every round each meets the
+#	others on some key however far random sleeps have moved them apart.
+#	Checks that no writer failed.
+# order_inversions
+#	pairs of 'test.seq' rows of one key whose ids are in the opposite
+#	order of their payload's seq (the commit order).
 
 relay_conf_write() {
 	local file=$1 tmp line
@@ -114,4 +125,29 @@ fault_ctl() {
 	local path=
 	case ${1:-} in /*) path=$1; shift ;; esac
 	curl -sS --max-time 10 "$FP/__fault$path" "$@"
+}
+
+order_writers_run() {
+	local n=$1 per=$2 keys=$3 mixed=$4 w r k f ks p wfail=0 pids=()
+
+	for w in $(seq 1 "$n"); do
+		for r in $(seq 1 $((per / n))); do
+			if [ $((w % 2)) = 1 ]; then ks=$(seq 1 "$keys"); else ks=$(seq "$keys" -1 1); fi
+			for k in $ks; do
+				if [ "$mixed" = 1 ] && [ $(((w + r + k) % 2)) = 0 ]; then f=true; else f=false; fi
+				printf "SELECT ins_event('key-%02d', %d, %s);\n" "$k" "$w" "$f"
+			done
+		done >"$T_DIR/writer.$w.sql"
+	done
+	for w in $(seq 1 "$n"); do
+		psql -X -v ON_ERROR_STOP=1 -qAt -f "$T_DIR/writer.$w.sql" >"$T_DIR/writer.$w.out" 2>&1 &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || wfail=$((wfail + 1)); done
+	check_eq "writers that failed" 0 "$wfail"
+}
+
+order_inversions() {
+	sql "SELECT count(*) FROM outbox a JOIN outbox b ON a.ordering_key = b.ordering_key AND a.id < b.id
+		WHERE a.event_type = 'test.seq' AND (a.payload->>'seq')::int > (b.payload->>'seq')::int"
 }
