@@ -41,17 +41,7 @@ fault_ctl -X POST --data-binary '{"mode":"fail-entries","rules":[
 	{"match":"dlq-reject-","sender_fault":true,"code":"InvalidParameterValue","message":"injected sender fault"}]}' >/dev/null
 
 # five poison orders in one transaction (their own ordering keys, the ids)
-poison() {
-	sql "WITH o AS (
-		INSERT INTO orders (customer_id, amount_cents)
-		SELECT '$1' || g, 100 + g FROM generate_series(1, 5) g
-		RETURNING id, customer_id, amount_cents, created_at)
-	INSERT INTO outbox (event_type, ordering_key, payload)
-	SELECT 'order.created', o.id::text,
-		jsonb_build_object('orderId', o.id, 'customerId', o.customer_id,
-			'amountCents', o.amount_cents, 'createdAt', o.created_at)
-	FROM o" >/dev/null
-}
+poison() { sql_orders "$1" 5; }
 
 # good_order TAG -- POST a good order, wait for its fulfillment; GOOD_ID,
 # GOOD_MS = its outbox row's created_at -> sent_at (the relay's part, by

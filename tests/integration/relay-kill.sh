@@ -41,15 +41,7 @@ check_eq "relays running at start" 2 "$(wc -l <"$T_DIR/relays.before")"
 fault_ctl -X POST --data-binary "{\"mode\":\"delay\",\"ms\":$DELAY,\"actions\":[\"SendMessageBatch\"]}" >/dev/null
 # 10 orders in one transaction (so that a relay claims a full batch), then
 # POST /orders keeps coming
-sql "WITH o AS (
-	INSERT INTO orders (customer_id, amount_cents)
-	SELECT 'burst-' || g, 100 + g FROM generate_series(1, 10) g
-	RETURNING id, customer_id, amount_cents, created_at)
-INSERT INTO outbox (event_type, ordering_key, payload)
-SELECT 'order.created', o.id::text,
-	jsonb_build_object('orderId', o.id, 'customerId', o.customer_id,
-		'amountCents', o.amount_cents, 'createdAt', o.created_at)
-FROM o" >/dev/null
+sql_orders burst- 10
 orders_post_bg "$T_DIR/orders" "$N" 0.15 kill
 
 # pid of the process owning the local end LPORT of a connection to the proxy
@@ -137,11 +129,4 @@ wait_until 10 "a new relay $victim_idx" respawned || true
 check "the master started a new relay $victim_idx ($(relay_pids | tr '\n' ' '))" respawned
 check "the master logged the relay's death" grep -Eq "relay $victim_idx pid=$victim_pid .*(signal|killed|KILL)" "$OUTBOXD_LOG"
 
-queue_empty() {
-	[ "$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)" = 0 ] &&
-	[ "$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessagesNotVisible)" = 0 ]
-}
-wait_until 20 "the queue to drain" queue_empty || true
-check_eq "queue drained (visible + in flight)" "0+0" \
-	"$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)+$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessagesNotVisible)"
-check_eq "dead-letter queue empty" 0 "$(sqs_attr "$SQS_ENDPOINT" "$DLQ_URL" ApproximateNumberOfMessages)"
+check_queue_drained 20 "the queue to drain"

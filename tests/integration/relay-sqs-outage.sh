@@ -124,12 +124,5 @@ check "no row retried in a busy loop: max attempts $maxa <= $((OUTAGE + 12))" [ 
 check "the proxy failed requests during the outage ($(fault_ctl | jq .stats.faulted_requests))" \
 	[ "$(fault_ctl | jq .stats.faulted_requests)" -gt 0 ]
 
-queue_empty() {
-	[ "$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)" = 0 ] &&
-	[ "$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessagesNotVisible)" = 0 ]
-}
-wait_until 20 "the queue to drain" queue_empty || true
-check_eq "queue drained (visible + in flight)" "0+0" \
-	"$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)+$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessagesNotVisible)"
-check_eq "dead-letter queue empty" 0 "$(sqs_attr "$SQS_ENDPOINT" "$DLQ_URL" ApproximateNumberOfMessages)"
+check_queue_drained 20 "the queue to drain"
 check "outboxd still running" proc_alive "$OUTBOXD_PIDFILE"

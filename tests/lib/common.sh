@@ -147,6 +147,20 @@ wait_until() {
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
+# check_queue_drained SECONDS DESCRIPTION -- wait up to SECONDS (naming
+# DESCRIPTION on a timeout) until the stack's queue holds no message,
+# visible or in flight; then check that, and that the dead-letter queue is
+# empty.
+queue_in_queue() {
+	echo "$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)+$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessagesNotVisible)"
+}
+queue_empty() { [ "$(queue_in_queue)" = "0+0" ]; }
+check_queue_drained() {
+	wait_until "$1" "$2" queue_empty || true
+	check_eq "queue drained (visible + in flight)" "0+0" "$(queue_in_queue)"
+	check_eq "dead-letter queue empty" 0 "$(sqs_attr "$SQS_ENDPOINT" "$DLQ_URL" ApproximateNumberOfMessages)"
+}
+
 # ---- the stack ---------------------------------------------------------------
 
 # stack_up -- PostgreSQL + fauxqs + dynalite in $T_DIR/stack; sources its env

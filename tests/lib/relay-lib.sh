@@ -25,6 +25,9 @@
 #	process title "outboxd: relay N" inside outboxd's process group).
 # fault_ctl [/SUBPATH] [CURL ARGS...]
 #	curl the fault proxy's control endpoint $FP/__fault[/SUBPATH].
+# sql_orders PREFIX N
+#	N orders (customerId PREFIX1..PREFIXN) and their order.created rows,
+#	each its own ordering key, written by one transaction.
 # order_writers_run WRITERS PER_KEY KEYS MIXED
 #	WRITERS concurrent psql sessions each run PER_KEY/WRITERS rounds over
 #	keys key-01..KEYS, one autocommitted "SELECT ins_event(KEY, W, F)" per
@@ -125,6 +128,18 @@ fault_ctl() {
 	local path=
 	case ${1:-} in /*) path=$1; shift ;; esac
 	curl -sS --max-time 10 "$FP/__fault$path" "$@"
+}
+
+sql_orders() {
+	sql "WITH o AS (
+		INSERT INTO orders (customer_id, amount_cents)
+		SELECT '$1' || g, 100 + g FROM generate_series(1, $2) g
+		RETURNING id, customer_id, amount_cents, created_at)
+	INSERT INTO outbox (event_type, ordering_key, payload)
+	SELECT 'order.created', o.id::text,
+		jsonb_build_object('orderId', o.id, 'customerId', o.customer_id,
+			'amountCents', o.amount_cents, 'createdAt', o.created_at)
+	FROM o" >/dev/null
 }
 
 order_writers_run() {
