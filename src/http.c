@@ -158,6 +158,10 @@ struct http_job {
 	int			 route;		/* HTTP_JOB_STATS: which */
 	struct http_job		*next;		/* INSERT: the batch's others */
 	int			 nbatch;	/* orders in the batch it heads */
+	int			 notify;	/* INSERT: its transaction also
+						   sends the NOTIFY */
+	PGresult		*res;		/* its result, kept until the
+						   Sync says committed */
 };
 TAILQ_HEAD(http_jobq, http_job);
 
@@ -267,6 +271,7 @@ static void	http_db_broken(struct http_db *, const char *);
 static void	http_db_setup_next(struct http_db *);
 static void	http_db_connect(struct http_db *);
 static void	http_notify(struct http_worker *);
+static int	http_notify_claim(struct http_worker *);
 static void	http_stats_reply(struct http_worker *, struct evhttp_request *,
 		    int, const char *);
 
@@ -482,6 +487,8 @@ http_job_get(struct http_worker *w)
 		return NULL;
 	job->next = NULL;
 	job->nbatch = 1;
+	job->notify = 0;
+	job->res = NULL;
 	return job;
 }
 
@@ -493,6 +500,10 @@ http_job_put(struct http_worker *w, struct http_job *job)
 
 	for (; job != NULL; job = next) {
 		next = job->next;
+		if (job->res != NULL) {
+			PQclear(job->res);
+			job->res = NULL;
+		}
 		if (w->nspare >= HTTP_JOBS_KEPT) {
 			free(job);
 			continue;
@@ -703,7 +714,6 @@ http_order_reply(struct http_worker *w, struct evhttp_request *req,
 	evhttp_add_header(evhttp_request_get_output_headers(req), "Location",
 	    location);
 	http_send(w, req, 201, http_out, (size_t)n);
-	http_notify(w);
 }
 
 /* The result of a batch of orders (http_sql_insert_many): row n answers
@@ -749,6 +759,11 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 		http_db_answer_batch(db, job, res);
 		return;
 	}
+	if (req == NULL) {		/* our NOTIFY */
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			http_db_log_result(db, res);
+		return;
+	}
 	job->req = NULL;
 	if (job->kind == HTTP_JOB_STATS) {
 		metrics_outbox_store(res);
@@ -774,11 +789,21 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 	http_order_reply(w, req, job->kind == HTTP_JOB_INSERT, res, 0, 0);
 }
 
+/* A result that says the statement, or the transaction, failed. */
+static int
+http_res_failed(const PGresult *res)
+{
+	return PQresultStatus(res) != PGRES_TUPLES_OK &&
+	    PQresultStatus(res) != PGRES_COMMAND_OK;
+}
+
 /*
  * Results of the pipeline (libpq pipeline mode): each job is its own
- * statement and Sync, so its own transaction, and yields a result, a NULL,
- * then PGRES_PIPELINE_SYNC (no NULL follows a sync).  A job is answered
- * at its result and retired at its sync.
+ * statement (and a NOTIFY with it when job->notify) and Sync, so its own
+ * transaction, and yields a result and a NULL per statement, then
+ * PGRES_PIPELINE_SYNC (no NULL follows a sync).  The transaction commits
+ * at the Sync and can still fail there, so a job is answered only at its
+ * sync: with its statement's result, or the first error that came after.
  */
 static int
 http_db_pipeline(struct http_db *db, PGresult *res)
@@ -799,6 +824,14 @@ http_db_pipeline(struct http_db *db, PGresult *res)
 	if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
 		TAILQ_REMOVE(&db->sent, job, entry);
 		db->nsent--;
+		if (job->res != NULL) {
+			http_db_answer(db, job, job->res);
+			/* Committed: wake the relays, unless this very
+			 * transaction did. */
+			if (job->kind == HTTP_JOB_INSERT && !job->notify &&
+			    !http_res_failed(job->res))
+				http_notify(w);
+		}
 		http_job_fail(w, job);	/* no result at all: cannot be */
 		http_job_put(w, job);
 		db->phase = HTTP_PHASE_RESULT;
@@ -808,10 +841,12 @@ http_db_pipeline(struct http_db *db, PGresult *res)
 		else
 			event_del(db->timer);
 	} else {
-		if (job->req != NULL)
-			http_db_answer(db, job, res);
-		else if (PQresultStatus(res) != PGRES_COMMAND_OK)
-			http_db_log_result(db, res);
+		if (job->res == NULL || (!http_res_failed(job->res) &&
+		    http_res_failed(res))) {
+			PQclear(job->res);
+			job->res = res;
+			res = NULL;
+		}
 		db->phase = HTTP_PHASE_NULL;
 	}
 	PQclear(res);
@@ -1138,6 +1173,14 @@ http_db_run(struct http_db *db, struct http_job *job)
 	else
 		ok = PQsendQueryParams(db->pg, http_sql_notify, 0, NULL, NULL,
 		    NULL, NULL, 0);
+	/* The first order after a quiet spell carries the NOTIFY in its own
+	 * transaction: the relays hear of it at its commit, one round trip
+	 * sooner than from a NOTIFY sent after it (http_notify_send()). */
+	if (ok && job->kind == HTTP_JOB_INSERT && http_notify_claim(db->w)) {
+		job->notify = 1;
+		ok = PQsendQueryParams(db->pg, http_sql_notify, 0, NULL, NULL,
+		    NULL, NULL, 0);
+	}
 	/* PQpipelineSync also pushes the bytes out, as far as the socket
 	 * takes them. */
 	if (!ok || !PQpipelineSync(db->pg)) {
@@ -1180,6 +1223,20 @@ http_notify_send(struct http_worker *w)
 	job->kind = HTTP_JOB_NOTIFY;
 	job->req = NULL;
 	http_db_run(best, job);
+}
+
+/* May an order's transaction carry a NOTIFY now?  Only when no window is
+ * open; then this opens one, as a NOTIFY sent on its own would. */
+static int
+http_notify_claim(struct http_worker *w)
+{
+	struct timeval	tv = http_tv(HTTP_NOTIFY_MS);
+
+	if (!w->notify_self || event_pending(w->notify_ev, EV_TIMEOUT, NULL))
+		return 0;
+	w->notify_dirty = 0;
+	event_add(w->notify_ev, &tv);
+	return 1;
 }
 
 static void

@@ -108,6 +108,22 @@ read -r nburst nbad <<<"$("$PY" "$T_DIR/burst.py" "$OUTBOXD_URL")"
 check_eq "burst of 32 concurrent clients: orders answered" 160 "${nburst:-0}"
 check_eq "orders whose 201 or stored row does not carry their own customerId" 0 "${nbad:-1}"
 
+# A 201 only after the commit: a transaction can still fail at its commit
+# (here a deferred constraint trigger of the user's on orders), after the
+# statement itself returned the new row.  That order must get a 503 and
+# leave no row; the next order is served as usual.
+sql "CREATE FUNCTION e2e_refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN RAISE EXCEPTION 'refused at commit'; END \$\$;
+CREATE CONSTRAINT TRIGGER e2e_refuse AFTER INSERT ON orders DEFERRABLE INITIALLY DEFERRED
+FOR EACH ROW WHEN (NEW.customer_id = 'refused-at-commit') EXECUTE FUNCTION e2e_refuse();"
+post_order refused-at-commit 5
+check_eq "an order whose commit fails: HTTP status" 503 "$HTTP_STATUS"
+check "  ... with a JSON error body" jq_true '.error == "database_unavailable"' "$HTTP_BODY"
+check_eq "  ... and no orders row" 0 "$(sql "SELECT count(*) FROM orders WHERE customer_id = 'refused-at-commit'")"
+post_order after-refused 6
+check_eq "the next order: HTTP status" 201 "$HTTP_STATUS"
+sql "DROP TRIGGER e2e_refuse ON orders; DROP FUNCTION e2e_refuse()"
+
 # graceful stop: SIGTERM to the master; it and every child are gone in time
 pid=$(proc_pid "$OUTBOXD_PIDFILE")
 kill -TERM "$pid"
