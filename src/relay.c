@@ -80,11 +80,14 @@ struct relay {
 	struct event		*record_ev;	/* records the sent rows */
 	int64_t			*sent_ids;	/* sent, not recorded yet */
 	int64_t			*sent_claims;	/* ... and their claim tokens */
+	int64_t			*sent_acks;	/* ... and their ack time, us */
 	int			 nsent;
 	int			 sent_cap;
 	int			 woken;		/* NOTIFY seen since last claim */
 	int			 backlog;	/* the last claim came back full */
 	int			 claiming;	/* inside relay_claim() */
+	unsigned		 prepared;	/* relay_stmt bits, this conn */
+	int			 followers;	/* marked rows' keys have more */
 	int			 stopping;
 };
 
@@ -97,6 +100,16 @@ relay_new_claim(void)
 	/* Unique enough per claim; only compared for equality. */
 	return (((int64_t)random() << 31) ^ random() ^
 	    ((int64_t)time(NULL) << 20)) & INT64_MAX;
+}
+
+/* Wall-clock time in microseconds since the epoch. */
+static int64_t
+relay_now_us(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 static void
@@ -163,17 +176,47 @@ relay_backoff(const struct conf *c, int attempts, long retry_after)
 	return d;
 }
 
-/* Run a statement on the relay's connection; on a broken connection
- * disconnect (and reconnect later).  Returns the result or NULL. */
+/* The hot statements, prepared once per connection (bits of prepared):
+ * parsing and planning them again for every claim cost the server about
+ * as much as running them. */
+enum relay_stmt { RELAY_ADHOC = 0, RELAY_CLAIM = 1, RELAY_SENT = 2 };
+
+static const char *const relay_stmt_names[] = {
+	[RELAY_CLAIM] = "outboxd_relay_claim",
+	[RELAY_SENT] = "outboxd_relay_sent",
+};
+
+/* Run a statement on the relay's connection, prepared first when stmt
+ * names one of the hot ones; on a broken connection disconnect (and
+ * reconnect later).  Returns the result (the caller PQclear()s it) or
+ * NULL, the error logged. */
 static PGresult *
-relay_exec(struct relay *r, const char *sql, int nparams,
-    const char *const *params, ExecStatusType want)
+relay_exec(struct relay *r, enum relay_stmt stmt, const char *sql,
+    int nparams, const char *const *params, ExecStatusType want)
 {
-	PGresult	*res;
+	PGresult	*res = NULL;
 
 	if (r->conn == NULL)
 		return NULL;
-	res = PQexecParams(r->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	if (stmt == RELAY_ADHOC)
+		res = PQexecParams(r->conn, sql, nparams, NULL, params, NULL,
+		    NULL, 0);
+	else {
+		if (!(r->prepared & stmt)) {
+			/* A failed prepare is reported below as the query's
+			 * error. */
+			res = PQprepare(r->conn, relay_stmt_names[stmt], sql,
+			    nparams, NULL);
+			if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+				r->prepared |= stmt;
+				PQclear(res);
+				res = NULL;
+			}
+		}
+		if (res == NULL)
+			res = PQexecPrepared(r->conn, relay_stmt_names[stmt],
+			    nparams, params, NULL, NULL, 0);
+	}
 	/* A query reads the socket too: notifications it took in would
 	 * otherwise wait for the next poll. */
 	relay_drain_notifies(r);
@@ -201,6 +244,7 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 	char		 err[RELAY_ERROR_MAX + 1];
 	const char	*p[4];
 	PGresult	*res;
+	int64_t		 ack = relay_now_us();
 	int		 i;
 
 	snprintf(claim, sizeof(claim), "%" PRId64, ch->claim);
@@ -213,10 +257,14 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 			    sizeof(*r->sent_ids));
 			r->sent_claims = reallocarray(r->sent_claims,
 			    r->sent_cap, sizeof(*r->sent_claims));
-			if (r->sent_ids == NULL || r->sent_claims == NULL)
+			r->sent_acks = reallocarray(r->sent_acks,
+			    r->sent_cap, sizeof(*r->sent_acks));
+			if (r->sent_ids == NULL || r->sent_claims == NULL ||
+			    r->sent_acks == NULL)
 				fatal("reallocarray");
 		}
 		r->sent_ids[r->nsent] = ch->msgs[i].id;
+		r->sent_acks[r->nsent] = ack;
 		r->sent_claims[r->nsent++] = ch->claim;
 	}
 	for (i = 0; i < ch->n; i++) {
@@ -241,10 +289,11 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 			    "publish failed after %d attempt(s)%s: %s",
 			    attempts, m->outcome == SINK_REJECTED ?
 			    " (permanent error)" : "", err);
-			res = relay_exec(r, "UPDATE outbox SET status = "
-			    "'failed', claim = NULL, attempts = attempts + 1, "
-			    "last_error = $3 WHERE id = $1 AND claim = $2", 3,
-			    p, PGRES_COMMAND_OK);
+			res = relay_exec(r, RELAY_ADHOC, "UPDATE outbox SET "
+			    "status = 'failed', claim = NULL, "
+			    "attempts = attempts + 1, last_error = $3 "
+			    "WHERE id = $1 AND claim = $2", 3, p,
+			    PGRES_COMMAND_OK);
 		} else {
 			/* The sink has logged why, once per request. */
 			snprintf(delay, sizeof(delay), "%ld", relay_backoff(
@@ -254,8 +303,9 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 			    "attempt %d failed, retry in %s ms: %s", attempts,
 			    delay, err);
 			p[3] = delay;
-			res = relay_exec(r, "UPDATE outbox SET claim = NULL, "
-			    "attempts = attempts + 1, last_error = $3, "
+			res = relay_exec(r, RELAY_ADHOC, "UPDATE outbox SET "
+			    "claim = NULL, attempts = attempts + 1, "
+			    "last_error = $3, "
 			    "available_at = now() + $4 * interval '1 ms' "
 			    "WHERE id = $1 AND claim = $2", 4, p,
 			    PGRES_COMMAND_OK);
@@ -267,36 +317,54 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 
 /*
  * Mark every queued sent row 'sent' with one statement, each guarded by
- * the claim it was sent under.  When the connection is gone the queue is
- * kept and marked after the reconnect; the lease (30 s by default) gives
- * that time before another relay may take the rows again.
+ * the claim it was sent under.  sent_at is the moment the broker's answer
+ * reached the relay (its clock), not the later moment of this statement.
+ * It also tells whether a marked row's key has rows still waiting (its
+ * next row may be claimable now), in r->followers.  When the connection
+ * is gone the queue is kept and marked after the reconnect; the lease (30
+ * s by default) gives that time before another relay may take the rows
+ * again.
  */
 static void
 relay_record_sent(struct relay *r)
 {
-	char		*ids, *claims;
-	const char	*p[2];
+	char		*ids, *claims, *acks;
+	const char	*p[3];
 	PGresult	*res;
 
+	if (r->nsent == 0)
+		r->followers = 0;
 	if (r->nsent == 0 || r->conn == NULL)
 		return;
 	if ((ids = db_int8_array(r->sent_ids, r->nsent)) == NULL ||
-	    (claims = db_int8_array(r->sent_claims, r->nsent)) == NULL)
+	    (claims = db_int8_array(r->sent_claims, r->nsent)) == NULL ||
+	    (acks = db_int8_array(r->sent_acks, r->nsent)) == NULL)
 		fatal("malloc");
 	p[0] = ids;
 	p[1] = claims;
-	res = relay_exec(r, "UPDATE outbox o SET status = 'sent', "
-	    "sent_at = now(), claim = NULL, attempts = o.attempts + 1, "
-	    "last_error = NULL FROM unnest($1::bigint[], $2::bigint[]) "
-	    "AS d(id, claim) WHERE o.id = d.id AND o.claim = d.claim", 2, p,
-	    PGRES_COMMAND_OK);
+	p[2] = acks;
+	res = relay_exec(r, RELAY_SENT, "WITH u AS (UPDATE outbox o SET "
+	    "status = 'sent', "
+	    "sent_at = timestamptz 'epoch' + d.ack * interval '1 microsecond', "
+	    "claim = NULL, attempts = o.attempts + 1, last_error = NULL "
+	    "FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) "
+	    "AS d(id, claim, ack) WHERE o.id = d.id AND o.claim = d.claim "
+	    "RETURNING o.id, o.ordering_key) "
+	    "SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT 1 "
+	    "FROM outbox s WHERE s.ordering_key = u.ordering_key "
+	    "AND s.status <> 'sent' AND s.id <> u.id)) FROM u", 3, p,
+	    PGRES_TUPLES_OK);
 	free(ids);
 	free(claims);
+	free(acks);
 	if (res == NULL && r->conn == NULL)
 		return;		/* kept for after the reconnect */
+	/* On an error, assume followers: a claim too many costs little. */
+	r->followers = 1;
 	if (res != NULL) {
 		log_debug("sent %d message(s), %s rows marked", r->nsent,
-		    PQcmdTuples(res));
+		    PQgetvalue(res, 0, 0));
+		r->followers = strcmp(PQgetvalue(res, 0, 1), "0") != 0;
 		PQclear(res);
 	}
 	r->nsent = 0;
@@ -310,7 +378,13 @@ relay_on_record(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	relay_record_sent(r);
-	if (!r->stopping && r->inflight <= RELAY_LOW_WATER)
+	/* Claim again only if there may be something: the last claim was
+	 * full, a NOTIFY came since, or a sent row's key has more rows (the
+	 * statement above saw them; the claim skipped them while their
+	 * head was out).  Else a claim would come back empty: rows due
+	 * later (a backoff, a lease) are the poll's. */
+	if (!r->stopping && r->inflight <= RELAY_LOW_WATER &&
+	    (r->backlog || r->woken || r->followers))
 		relay_kick(r);
 }
 
@@ -319,12 +393,9 @@ relay_on_record(evutil_socket_t fd, short what, void *arg)
 static void
 relay_count(struct relay *r, const struct relay_chunk *ch)
 {
-	struct timespec	ts;
-	int64_t		now, lat;
+	int64_t		now = relay_now_us() / 1000, lat;
 	int		i, sink = r->conf->relay.sink, nsent = 0;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	for (i = 0; i < ch->n; i++) {
 		const struct outbox_msg	*m = &ch->msgs[i];
 
@@ -430,8 +501,9 @@ relay_claim(struct relay *r, int *asked)
 	p[0] = claim;
 	p[1] = lease;
 	p[2] = limit;
-	res = relay_exec(r, "SELECT id, event_type, ordering_key, payload, "
-	    "attempts, (1000 * extract(epoch FROM created_at))::bigint "
+	res = relay_exec(r, RELAY_CLAIM, "SELECT id, event_type, "
+	    "ordering_key, payload, attempts, "
+	    "(1000 * extract(epoch FROM created_at))::bigint "
 	    "FROM outbox_claim($1, $2, $3) ORDER BY id", 3, p,
 	    PGRES_TUPLES_OK);
 	if (res == NULL)
@@ -553,6 +625,7 @@ relay_connect(struct relay *r, char *err, size_t errlen)
 	if ((r->conn = db_connect(r->conf->database, "relay", err,
 	    errlen)) == NULL)
 		return -1;
+	r->prepared = 0;	/* prepared statements die with a session */
 	/* A standby (or a server still in recovery after a failover)
 	 * takes no claims: keep backing off until it is a primary. */
 	res = PQexec(r->conn, "SELECT pg_is_in_recovery()");
@@ -663,8 +736,8 @@ relay_on_purge(evutil_socket_t fd, short what, void *arg)
 	p[0] = age;
 	p[1] = lim;
 	for (i = 0; i < RELAY_PURGE_ROUNDS && !r->stopping; i++) {
-		res = relay_exec(r, "DELETE FROM outbox WHERE id IN ("
-		    "SELECT id FROM outbox WHERE status = 'sent' AND "
+		res = relay_exec(r, RELAY_ADHOC, "DELETE FROM outbox WHERE "
+		    "id IN (SELECT id FROM outbox WHERE status = 'sent' AND "
 		    "sent_at < now() - $1 * interval '1 second' "
 		    "ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)", 2, p,
 		    PGRES_COMMAND_OK);
@@ -768,6 +841,7 @@ relay_main(struct conf *conf, int index)
 	event_free(r.record_ev);
 	free(r.sent_ids);
 	free(r.sent_claims);
+	free(r.sent_acks);
 	if (r.purge_ev != NULL)
 		event_free(r.purge_ev);
 	httpc_free(r.httpc);
