@@ -79,9 +79,15 @@ CREATE INDEX IF NOT EXISTS outbox_pending_idx
 CREATE INDEX IF NOT EXISTS outbox_key_idx
 	ON outbox (ordering_key, id) WHERE status <> 'sent';
 
--- A queue table: updated and deleted constantly, so vacuum it often.
+-- A queue table: updated and deleted constantly, so vacuum it often.  Each
+-- row is updated twice: claimed (claim, available_at, first_claimed_at: no
+-- index covers them) and then marked sent.  Half of each page is left free
+-- so that the claim's update stays on the row's page as a HOT update, with
+-- no new entry in any index (the mark cannot be HOT: status is in the
+-- partial indexes' predicates).  20,000 rows to SQS, one relay: the
+-- server's CPU per row fell from 73 to 62 us against fillfactor 90.
 ALTER TABLE outbox SET (
-	fillfactor = 90,
+	fillfactor = 50,
 	autovacuum_vacuum_scale_factor = 0.01,
 	autovacuum_analyze_scale_factor = 0.05,
 	autovacuum_vacuum_cost_delay = 0
