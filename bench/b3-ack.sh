@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # b3-ack.sh -- B3's second figure, from outboxd's own timestamps: per outbox row, commit ->
 # broker acknowledgement = sent_at - created_at (created_at: now() of the order's
-# transaction, a fraction of a millisecond before its commit; sent_at: now() of the
-# relay's UPDATE right after SQS acknowledged the batch).  Run right after b3-e2e.sh (which
+# transaction, a fraction of a millisecond before its commit; sent_at: the moment SQS's
+# answer to the batch reached the relay, by its clock).  Run right after b3-e2e.sh (which
 # starts from an empty outbox, so every row is one of B3's orders).
 # env: WL (workload folder), the adapter's OB_* settings; LABEL RESULTS_FILE
 set -euo pipefail
