@@ -160,6 +160,7 @@ struct http_job {
 	int			 nbatch;	/* orders in the batch it heads */
 	int			 notify;	/* INSERT: its transaction also
 						   sends the NOTIFY */
+	int			 solo;		/* INSERT: never in a batch */
 	PGresult		*res;		/* its result, kept until the
 						   Sync says committed */
 };
@@ -488,6 +489,7 @@ http_job_get(struct http_worker *w)
 	job->next = NULL;
 	job->nbatch = 1;
 	job->notify = 0;
+	job->solo = 0;
 	job->res = NULL;
 	return job;
 }
@@ -660,10 +662,10 @@ http_db_fill(struct http_db *db)
 		w->queued--;
 		/* Orders waiting in a row become one statement. */
 		tail = &job->next;
-		while (job->kind == HTTP_JOB_INSERT &&
+		while (job->kind == HTTP_JOB_INSERT && !job->solo &&
 		    job->nbatch < HTTP_BATCH_MAX &&
 		    (more = TAILQ_FIRST(&w->queue)) != NULL &&
-		    more->kind == HTTP_JOB_INSERT) {
+		    more->kind == HTTP_JOB_INSERT && !more->solo) {
 			TAILQ_REMOVE(&w->queue, more, entry);
 			w->queued--;
 			*tail = more;
@@ -789,6 +791,43 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 	http_order_reply(w, req, job->kind == HTTP_JOB_INSERT, res, 0, 0);
 }
 
+/*
+ * A batch whose statement or commit failed (the server said so: nothing
+ * of it was written) goes back to the front of the queue as single
+ * orders, each in a transaction of its own, so that one order a user's
+ * trigger or constraint refuses does not fail the others with it.  Once:
+ * a single order is never batched again.
+ */
+static void
+http_batch_split(struct http_worker *w, struct http_job *job)
+{
+	struct http_job	*next, *after = NULL;
+
+	log_info("%d orders written together failed; writing them one by "
+	    "one", job->nbatch);
+	for (; job != NULL; job = next) {
+		next = job->next;
+		job->next = NULL;
+		job->nbatch = 1;
+		job->solo = 1;
+		job->notify = 0;
+		if (job->res != NULL) {
+			PQclear(job->res);
+			job->res = NULL;
+		}
+		if (job->req == NULL) {
+			http_job_put(w, job);
+			continue;
+		}
+		if (after == NULL)
+			TAILQ_INSERT_HEAD(&w->queue, job, entry);
+		else
+			TAILQ_INSERT_AFTER(&w->queue, after, job, entry);
+		after = job;
+		w->queued++;
+	}
+}
+
 /* A result that says the statement, or the transaction, failed. */
 static int
 http_res_failed(const PGresult *res)
@@ -824,7 +863,12 @@ http_db_pipeline(struct http_db *db, PGresult *res)
 	if (PQresultStatus(res) == PGRES_PIPELINE_SYNC) {
 		TAILQ_REMOVE(&db->sent, job, entry);
 		db->nsent--;
-		if (job->res != NULL) {
+		if (job->res != NULL && job->nbatch > 1 &&
+		    http_res_failed(job->res)) {
+			http_db_log_result(db, job->res);
+			http_batch_split(w, job);
+			job = NULL;
+		} else if (job->res != NULL) {
 			http_db_answer(db, job, job->res);
 			/* Committed: wake the relays, unless this very
 			 * transaction did. */
@@ -832,8 +876,10 @@ http_db_pipeline(struct http_db *db, PGresult *res)
 			    !http_res_failed(job->res))
 				http_notify(w);
 		}
-		http_job_fail(w, job);	/* no result at all: cannot be */
-		http_job_put(w, job);
+		if (job != NULL) {
+			http_job_fail(w, job);	/* no result: cannot be */
+			http_job_put(w, job);
+		}
 		db->phase = HTTP_PHASE_RESULT;
 		/* progress: the watchdog starts again */
 		if (db->nsent > 0)

@@ -122,6 +122,45 @@ check "  ... with a JSON error body" jq_true '.error == "database_unavailable"' 
 check_eq "  ... and no orders row" 0 "$(sql "SELECT count(*) FROM orders WHERE customer_id = 'refused-at-commit'")"
 post_order after-refused 6
 check_eq "the next order: HTTP status" 201 "$HTTP_STATUS"
+
+# The same refusal inside a group commit: concurrent orders wait behind the
+# busy connection and are written by one statement; when its commit fails,
+# the others must still be written (one by one), and only the refused one
+# gets the 503.  Bursts repeat until the log shows such a split.
+cat >"$T_DIR/refuse.py" <<'PYEOF'
+import http.client, json, sys, threading
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1]); run = sys.argv[2]
+names = [f"good-{run}-{i}" for i in range(47)]
+names.insert(23, "refused-at-commit")
+codes, lock, go = {}, threading.Lock(), threading.Barrier(len(names))
+def post(cid):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    body = json.dumps({"customerId": cid, "amountCents": 1}).encode()
+    go.wait()
+    c.request("POST", "/orders", body, {"Content-Type": "application/json"})
+    r = c.getresponse(); r.read()
+    with lock: codes[cid] = r.status
+ts = [threading.Thread(target=post, args=(n,)) for n in names]
+[t.start() for t in ts]; [t.join() for t in ts]
+good = [n for n in names if n != "refused-at-commit"]
+print(sum(codes[n] == 201 for n in good), len(good), codes["refused-at-commit"])
+PYEOF
+split_seen=0 good_lost=0 refused_code=
+for run in 1 2 3 4 5 6; do
+	read -r ok total refused_code <<<"$("$PY" "$T_DIR/refuse.py" "$OUTBOXD_URL" "$run")"
+	good_lost=$((good_lost + ${total:-47} - ${ok:-0}))
+	if grep -q 'orders written together failed; writing them one by one' "$OUTBOXD_LOG"; then
+		split_seen=1
+		break
+	fi
+done
+check_eq "a group commit with a refused order was split and retried (seen in the log)" 1 "$split_seen"
+check_eq "  ... good orders of those bursts not answered 201" 0 "$good_lost"
+check_eq "  ... the refused order's HTTP status" 503 "${refused_code:-none}"
+check_eq "  ... good orders stored" "$(sql "SELECT count(*) FROM orders WHERE customer_id LIKE 'good-%'")" \
+	"$(sql "SELECT count(*) FROM outbox WHERE payload->>'customerId' LIKE 'good-%'")"
+check_eq "  ... and no refused order stored" 0 "$(sql "SELECT count(*) FROM orders WHERE customer_id = 'refused-at-commit'")"
 sql "DROP TRIGGER e2e_refuse ON orders; DROP FUNCTION e2e_refuse()"
 
 # graceful stop: SIGTERM to the master; it and every child are gone in time
