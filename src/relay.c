@@ -320,10 +320,10 @@ relay_record(struct relay *r, struct relay_chunk *ch)
  * the claim it was sent under.  sent_at is the moment the broker's answer
  * reached the relay (its clock), not the later moment of this statement.
  * It also tells whether a marked row's key has rows still waiting (its
- * next row may be claimable now), in r->followers.  When the connection
- * is gone the queue is kept and marked after the reconnect; the lease (30
- * s by default) gives that time before another relay may take the rows
- * again.
+ * next row may be claimable now): r->followers, until the next claim.
+ * When the connection is gone the queue is kept and marked after the
+ * reconnect; the lease (30 s by default) gives that time before another
+ * relay may take the rows again.
  */
 static void
 relay_record_sent(struct relay *r)
@@ -332,8 +332,6 @@ relay_record_sent(struct relay *r)
 	const char	*p[3];
 	PGresult	*res;
 
-	if (r->nsent == 0)
-		r->followers = 0;
 	if (r->nsent == 0 || r->conn == NULL)
 		return;
 	if ((ids = db_int8_array(r->sent_ids, r->nsent)) == NULL ||
@@ -359,12 +357,14 @@ relay_record_sent(struct relay *r)
 	free(acks);
 	if (res == NULL && r->conn == NULL)
 		return;		/* kept for after the reconnect */
-	/* On an error, assume followers: a claim too many costs little. */
-	r->followers = 1;
+	/* Kept until the next claim, which may come only after more
+	 * marks; on an error, assume followers: a claim too many costs
+	 * little. */
+	if (res == NULL || strcmp(PQgetvalue(res, 0, 1), "0") != 0)
+		r->followers = 1;
 	if (res != NULL) {
 		log_debug("sent %d message(s), %s rows marked", r->nsent,
 		    PQgetvalue(res, 0, 0));
-		r->followers = strcmp(PQgetvalue(res, 0, 1), "0") != 0;
 		PQclear(res);
 	}
 	r->nsent = 0;
@@ -574,6 +574,7 @@ relay_kick(struct relay *r)
 	while (r->conn != NULL && !r->stopping &&
 	    r->inflight < RELAY_MAX_INFLIGHT) {
 		r->woken = 0;
+		r->followers = 0;
 		n = relay_claim(r, &asked);
 		r->backlog = n == asked;
 		if (n < 0 || (n < asked && !r->woken))
