@@ -719,7 +719,8 @@ http_order_reply(struct http_worker *w, struct evhttp_request *req,
 }
 
 /* The result of a batch of orders (http_sql_insert_many): row n answers
- * the batch's nth request. */
+ * the batch's nth request.  A failed batch never gets here: it is split
+ * at its Sync (http_batch_split()). */
 static void
 http_db_answer_batch(struct http_db *db, struct http_job *job,
     const PGresult *res)
@@ -729,11 +730,6 @@ http_db_answer_batch(struct http_db *db, struct http_job *job,
 
 	for (j = job; j != NULL && n < HTTP_BATCH_MAX; j = j->next)
 		jobs[n++] = j;
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-		http_db_log_result(db, res);
-		http_job_fail(db->w, job);
-		return;
-	}
 	for (i = 0; i < PQntuples(res) && PQnfields(res) == 5; i++) {
 		k = atoi(PQgetvalue(res, i, 0)) - 1;
 		if (k < 0 || k >= n || jobs[k]->req == NULL)

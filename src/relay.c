@@ -61,6 +61,7 @@ struct relay_chunk {
 	struct outbox_msg	 msgs[RELAY_CHUNK_MAX];
 	int			 n;
 	size_t			 bytes;		/* message sizes added up */
+	int64_t			 acked_us;	/* when the sink answered */
 };
 
 struct relay {
@@ -244,7 +245,6 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 	char		 err[RELAY_ERROR_MAX + 1];
 	const char	*p[4];
 	PGresult	*res;
-	int64_t		 ack = relay_now_us();
 	int		 i;
 
 	snprintf(claim, sizeof(claim), "%" PRId64, ch->claim);
@@ -264,7 +264,7 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 				fatal("reallocarray");
 		}
 		r->sent_ids[r->nsent] = ch->msgs[i].id;
-		r->sent_acks[r->nsent] = ack;
+		r->sent_acks[r->nsent] = ch->acked_us;
 		r->sent_claims[r->nsent++] = ch->claim;
 	}
 	for (i = 0; i < ch->n; i++) {
@@ -393,7 +393,7 @@ relay_on_record(evutil_socket_t fd, short what, void *arg)
 static void
 relay_count(struct relay *r, const struct relay_chunk *ch)
 {
-	int64_t		now = relay_now_us() / 1000, lat;
+	int64_t		now = ch->acked_us / 1000, lat;
 	int		i, sink = r->conf->relay.sink, nsent = 0;
 
 	for (i = 0; i < ch->n; i++) {
@@ -424,6 +424,7 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 
 	(void)msgs;
 	(void)n;
+	ch->acked_us = relay_now_us();
 	relay_count(r, ch);
 	relay_record(r, ch);
 	relay_chunk_free(ch);
