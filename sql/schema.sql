@@ -140,6 +140,15 @@ INSERT INTO outbox_control (id) VALUES (1) ON CONFLICT (id) DO NOTHING;
 -- Relays claiming at the same time take different keys: step 1 takes a
 -- transaction-level advisory lock on each candidate's key and skips keys
 -- another relay holds; step 2 claims the candidates under row locks.
+-- The scan must walk outbox_pending_idx in id order and stop at the
+-- limit, whatever the statistics say: right after a backlog lands (a
+-- broker outage, a bulk insert) they still describe a small table, and the
+-- planner then reads every pending row with a bitmap scan, runs the NOT
+-- EXISTS probe for each and sorts them all: 20,000 pending rows, 100 to
+-- 300 ms a claim until the next ANALYZE (B2 ran at half speed for its
+-- first second).  Sorts and bitmap scans are therefore switched off for
+-- the function's statements, which leaves the ordered index scan.
+--
 -- created_at is returned for the publish latency metric.  A function's
 -- result type cannot be changed in place: an older version without it
 -- is dropped first, in this transaction.
@@ -157,7 +166,10 @@ CREATE OR REPLACE FUNCTION outbox_claim(p_claim bigint, p_lease_ms bigint,
     p_limit integer)
 RETURNS TABLE (id bigint, event_type text, ordering_key text, payload text,
     attempts integer, created_at timestamptz)
-LANGUAGE plpgsql VOLATILE AS $$
+LANGUAGE plpgsql VOLATILE
+SET enable_sort = off
+SET enable_bitmapscan = off
+AS $$
 DECLARE
 	v_rows	tid[] := '{}';
 	v_row	tid;
