@@ -319,8 +319,9 @@ relay_record(struct relay *r, struct relay_chunk *ch)
  * Mark every queued sent row 'sent' with one statement, each guarded by
  * the claim it was sent under.  sent_at is the moment the broker's answer
  * reached the relay (its clock), not the later moment of this statement.
- * It also tells whether a marked row's key has rows still waiting (its
- * next row may be claimable now): r->followers, until the next claim.
+ * Unless a claim follows anyway (the last one was full), it also tells
+ * whether a marked row's key has rows still waiting (its next row may be
+ * claimable now): r->followers, until the next claim.
  * When the connection is gone the queue is kept and marked after the
  * reconnect; the lease (30 s by default) gives that time before another
  * relay may take the rows again.
@@ -329,7 +330,7 @@ static void
 relay_record_sent(struct relay *r)
 {
 	char		*ids, *claims, *acks;
-	const char	*p[3];
+	const char	*p[4];
 	PGresult	*res;
 
 	if (r->nsent == 0 || r->conn == NULL)
@@ -341,6 +342,10 @@ relay_record_sent(struct relay *r)
 	p[0] = ids;
 	p[1] = claims;
 	p[2] = acks;
+	/* After a full claim another one follows anyway (relay_on_record)
+	 * and takes the followers: no need to look for them, an index probe
+	 * a row while a backlog drains. */
+	p[3] = r->backlog ? "f" : "t";
 	res = relay_exec(r, RELAY_SENT, "WITH u AS (UPDATE outbox o SET "
 	    "status = 'sent', "
 	    "sent_at = timestamptz 'epoch' + d.ack * interval '1 microsecond', "
@@ -348,10 +353,10 @@ relay_record_sent(struct relay *r)
 	    "FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) "
 	    "AS d(id, claim, ack) WHERE o.id = d.id AND o.claim = d.claim "
 	    "RETURNING o.id, o.ordering_key) "
-	    "SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT 1 "
-	    "FROM outbox s WHERE s.ordering_key = u.ordering_key "
-	    "AND s.status <> 'sent' AND s.id <> u.id)) FROM u", 3, p,
-	    PGRES_TUPLES_OK);
+	    "SELECT count(*), count(*) FILTER (WHERE CASE WHEN $4::boolean "
+	    "THEN EXISTS (SELECT 1 FROM outbox s WHERE s.ordering_key = "
+	    "u.ordering_key AND s.status <> 'sent' AND s.id <> u.id) END) "
+	    "FROM u", 4, p, PGRES_TUPLES_OK);
 	free(ids);
 	free(claims);
 	free(acks);
