@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# claim-plan.sh -- a claim reads the head of the backlog, not all of it,
+# even when the statistics still describe an empty table (a backlog that
+# landed after the last ANALYZE: a broker outage, a bulk insert).
+#
+# Work, not time, is counted: outbox_claim() probes outbox_key_idx once
+# for every pending row it looks at (its NOT EXISTS), so the index's scan
+# count tells how many rows one claim of 10 visited.  With the planner
+# left to the statistics it visited every one of the 20,000 rows (a bitmap
+# scan and a sort), 100-300 ms a claim; walking outbox_pending_idx in id
+# order it stops after about 10.  No outboxd process is needed.
+. "$(dirname "$0")/../lib/common.sh"
+test_init
+stack_up
+
+N=20000
+# Statistics of an empty table, and no autovacuum to refresh them.
+sql "ALTER TABLE outbox SET (autovacuum_enabled = off)"
+sql "ANALYZE outbox"
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+	SELECT 'test.plan', 'key-' || g, jsonb_build_object('n', g)
+	FROM generate_series(1, $N) g"
+check_eq "pending rows before the claim" "$N" \
+	"$(sql "SELECT count(*) FROM outbox WHERE status = 'pending'")"
+
+# A session's statistics reach pg_stat_* when it ends: one psql each.
+probes() {
+	sql "SELECT idx_scan FROM pg_stat_user_indexes
+		WHERE indexrelname = 'outbox_key_idx'"
+}
+before=$(probes)
+claimed=$(sql "SELECT count(*) FROM outbox_claim(1, 30000, 10)")
+sleep 0.5
+after=$(probes)
+check_eq "rows claimed" 10 "$claimed"
+visited=$((after - before))
+say "outbox_key_idx probes for one claim of 10: $visited"
+check "one claim of 10 from $N pending rows probes outbox_key_idx at most 40 times (got $visited)" \
+	test "$visited" -le 40
+check_eq "the claimed rows are the 10 oldest" "1-10" \
+	"$(sql "SELECT min((payload->>'n')::int) || '-' || max((payload->>'n')::int)
+		FROM outbox WHERE claim = 1")"
