@@ -343,8 +343,8 @@ relay_record_sent(struct relay *r)
 	p[1] = claims;
 	p[2] = acks;
 	/* After a full claim another one follows anyway (relay_on_record)
-	 * and takes the followers: no need to look for them, an index probe
-	 * a row while a backlog drains. */
+	 * and takes the followers: no need to look for them (an index probe
+	 * per row) while a backlog drains. */
 	p[3] = r->backlog ? "f" : "t";
 	res = relay_exec(r, RELAY_SENT, "WITH u AS (UPDATE outbox o SET "
 	    "status = 'sent', "
