@@ -873,7 +873,9 @@ http_db_pipeline(struct http_db *db, PGresult *res)
 				http_notify(w);
 		}
 		if (job != NULL) {
-			http_job_fail(w, job);	/* no result: cannot be */
+			/* Whoever is still unanswered (no result at all, or
+			 * a batch's row missing) gets a 503. */
+			http_job_fail(w, job);
 			http_job_put(w, job);
 		}
 		db->phase = HTTP_PHASE_RESULT;
