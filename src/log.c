@@ -329,9 +329,13 @@ log_limit_end(struct log_limit *rl, const char *what)
 {
 	if (rl->next == 0)
 		return;
+	/* Said even when nothing was held back: a reader who saw the
+	 * failure line must also see that it is over. */
 	if (rl->suppressed > 0)
 		log_info("%s works again; %u more failure line(s) were not "
 		    "logged", what, rl->suppressed);
+	else
+		log_info("%s works again", what);
 	rl->next = 0;
 	rl->suppressed = 0;
 }

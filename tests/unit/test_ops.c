@@ -286,6 +286,18 @@ test_log_json_and_limit(void **state)
 	log_limit_end(&rl, "SendMessageBatch");
 	text = slurp(path);
 	assert_non_null(strstr(text, "SendMessageBatch works again; 1 more"));
+	/* the end is said even when no line was held back */
+	assert_int_equal(truncate(path, 0), 0);
+	log_limited(&rl, LOG_LEVEL_WARN, "broker down %d", 6);
+	log_limit_end(&rl, "PutItem");
+	text = slurp(path);
+	assert_non_null(strstr(text, "PutItem works again\""));
+	assert_null(strstr(text, "more failure line"));
+	log_limit_end(&rl, "PutItem");	/* no failure since: silent */
+	assert_int_equal(truncate(path, 0), 0);
+	log_limit_end(&rl, "PutItem");
+	text = slurp(path);
+	assert_null(strstr(text, "works again"));
 	assert_int_equal(log_format_parse("json"), LOG_FORMAT_JSON);
 	assert_int_equal(log_format_parse("logfmt"), LOG_FORMAT_LOGFMT);
 	assert_int_equal(log_format_parse("xml"), -1);
