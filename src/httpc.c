@@ -26,7 +26,6 @@
 
 #include "outboxd.h"
 
-#define HTTPC_MAX_HOST_CONNS	16
 #define HTTPC_MAX_BODY		(64 * 1024 * 1024)	/* bytes */
 #define HTTPC_CONNECT_TIMEOUT	10000L			/* ms */
 #define HTTPC_KEEPIDLE		60L			/* s */

@@ -262,6 +262,10 @@ struct httpc_response {
 
 typedef void	 httpc_cb(const struct httpc_response *, void *arg);
 
+/* Connections a client keeps to one host; requests beyond them wait in
+ * libcurl, where their timeout already runs. */
+#define HTTPC_MAX_HOST_CONNS	16
+
 /* A client bound to base; reuses connections.  NULL on failure. */
 struct httpc	*httpc_new(struct event_base *base);
 /* Abort what is in flight (callbacks are not called) and free. */

@@ -11,6 +11,16 @@
  * another relay has since taken.  A relay killed at any moment loses
  * nothing: its rows become available again when the lease ends.
  *
+ * The claim and the mark go to PostgreSQL without waiting for the answer
+ * (one statement in flight on the relay's connection, its result read
+ * when the socket is readable): while the server works on them the relay
+ * goes on with the sink's answers.  Waiting for them held a webhook relay
+ * idle for a third of its time.  Rarer statements (a failure, retention)
+ * wait, after the statement in flight has been answered.  Claimed rows
+ * wait in the relay for a free slot at the sink (relay_pump()); a claim
+ * is made while enough of them are still waiting to keep the sink busy
+ * until its answer comes.
+ *
  * Wake-ups: LISTEN on OUTBOX_CHANNEL (a payload-free hint sent once per
  * inserting statement), plus a poll every poll_interval as the safety net,
  * plus a full pass after every (re)connect because notifications sent
@@ -19,6 +29,8 @@
  * claims come back full (a backlog), see relay_on_conn().
  */
 #include "config.h"
+
+#include <sys/queue.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -33,8 +45,9 @@
 #include "outboxd.h"
 
 #define RELAY_CHUNK_MAX		10	/* messages per sink call, at most */
-#define RELAY_MAX_INFLIGHT	16	/* chunks being published at once */
+#define RELAY_MAX_INFLIGHT	320	/* rows claimed, not yet recorded */
 #define RELAY_LOW_WATER		(RELAY_MAX_INFLIGHT / 2) /* claim again */
+#define RELAY_HTTP_CHUNK	4	/* webhook POSTs per chunk */
 #define RELAY_RECORD_MS		2	/* sent rows wait at most this */
 #define RELAY_RECONNECT_MIN	100	/* ms */
 #define RELAY_RECONNECT_MAX	5000	/* ms */
@@ -47,12 +60,30 @@
 /* SQS counts the attribute's name, type and value toward the size. */
 #define RELAY_ATTR_OVERHEAD	(sizeof("EventType") - 1 + sizeof("String") - 1)
 
+/*
+ * A chunk is what one sink call publishes: one SendMessageBatch, or a few
+ * webhook POSTs (each row its own request; small chunks so that one slow
+ * answer holds back few others).  Chunks at the sink at once ("slots"):
+ * no more requests than httpc keeps connections to the host, since a
+ * request waiting in libcurl for a connection already runs down its
+ * timeout.  The other claimed chunks wait in the relay, ready to go as
+ * soon as a slot frees, so the relay has work while its next claim is
+ * under way.
+ */
 static const struct sink relay_sinks[] = {
 	[CONF_SINK_SQS] = { "sqs", 10, sink_sqs_publish },
-	[CONF_SINK_HTTP] = { "http", SINK_HTTP_MAX_BATCH, sink_http_publish },
+	[CONF_SINK_HTTP] = { "http", RELAY_HTTP_CHUNK, sink_http_publish },
+};
+
+static const int relay_sink_slots[] = {
+	[CONF_SINK_SQS] = HTTPC_MAX_HOST_CONNS,
+	[CONF_SINK_HTTP] = HTTPC_MAX_HOST_CONNS / RELAY_HTTP_CHUNK,
 };
 
 struct relay;
+
+/* The statement in flight on a relay's connection, if any. */
+enum relay_query { RELAY_Q_NONE, RELAY_Q_CLAIM, RELAY_Q_SENT };
 
 /* Up to RELAY_CHUNK_MAX messages published with one sink call. */
 struct relay_chunk {
@@ -62,6 +93,9 @@ struct relay_chunk {
 	int			 n;
 	size_t			 bytes;		/* message sizes added up */
 	int64_t			 acked_us;	/* when the sink answered */
+	int64_t			 claimed_us;	/* when its claim was sent */
+	int			 at_sink;	/* handed to the sink */
+	TAILQ_ENTRY(relay_chunk) entry;		/* in ready */
 };
 
 struct relay {
@@ -77,22 +111,39 @@ struct relay {
 	const struct sink	*sink;
 	long			 reconnect_delay;
 	int			 reconnect_fails;
-	int			 inflight;	/* chunks at the sink */
+	int			 inflight;	/* rows claimed, not recorded */
+	TAILQ_HEAD(, relay_chunk) ready;	/* ... waiting for a slot */
+	int			 at_sink;	/* ... at the sink */
+	int			 slots;		/* most chunks at the sink */
 	struct event		*record_ev;	/* records the sent rows */
 	int64_t			*sent_ids;	/* sent, not recorded yet */
 	int64_t			*sent_claims;	/* ... and their claim tokens */
 	int64_t			*sent_acks;	/* ... and their ack time, us */
 	int			 nsent;
 	int			 sent_cap;
+	int			 marking;	/* sent_ids[0..marking) are being
+						   marked by the query in flight */
 	int			 woken;		/* NOTIFY seen since last claim */
 	int			 backlog;	/* the last claim came back full */
-	int			 claiming;	/* inside relay_claim() */
+	enum relay_query	 busy;		/* the statement in flight */
+	PGresult		*busy_res;	/* ... its result, once read */
+	int64_t			 busy_token;	/* ... a claim's token */
+	int64_t			 busy_us;	/* ... when it was sent */
+	long			 wait_max;	/* ms a claimed chunk may wait
+						   for the sink, see relay_pump */
+	struct log_limit	 stale_limit;
+	int			 busy_asked;	/* ... and its limit */
+	int			 want_claim;	/* claim when the connection is free */
+	int			 want_mark;	/* mark the sent rows, likewise */
 	unsigned		 prepared;	/* relay_stmt bits, this conn */
 	int			 followers;	/* marked rows' keys have more */
 	int			 stopping;
 };
 
 static void	relay_kick(struct relay *);
+static void	relay_pump(struct relay *);
+static void	relay_next(struct relay *);
+static void	relay_finish(struct relay *);
 static void	relay_disconnect(struct relay *, const char *);
 
 static int64_t
@@ -180,62 +231,81 @@ relay_backoff(const struct conf *c, int attempts, long retry_after)
 /* The hot statements, prepared once per connection (bits of prepared):
  * parsing and planning them again for every claim cost the server about
  * as much as running them. */
-enum relay_stmt { RELAY_ADHOC = 0, RELAY_CLAIM = 1, RELAY_SENT = 2 };
+enum relay_stmt { RELAY_CLAIM = 1, RELAY_SENT = 2 };
 
 static const char *const relay_stmt_names[] = {
 	[RELAY_CLAIM] = "outboxd_relay_claim",
 	[RELAY_SENT] = "outboxd_relay_sent",
 };
 
-/* Run a statement on the relay's connection, prepared first when stmt
- * names one of the hot ones; on a broken connection disconnect (and
- * reconnect later).  Returns the result (the caller PQclear()s it) or
- * NULL, the error logged. */
-static PGresult *
-relay_exec(struct relay *r, enum relay_stmt stmt, const char *sql,
-    int nparams, const char *const *params, ExecStatusType want)
+/* After a statement failed: disconnect (and reconnect later) when the
+ * connection is what broke, else log the statement's error. */
+static void
+relay_failed(struct relay *r, const PGresult *res)
 {
-	PGresult	*res = NULL;
+	if (PQstatus(r->conn) != CONNECTION_OK)
+		relay_disconnect(r, PQerrorMessage(r->conn));
+	else
+		log_error("query failed: %s", res != NULL ?
+		    PQresultErrorMessage(res) : PQerrorMessage(r->conn));
+}
 
+/* Run a statement and wait for it, after the statement in flight, if
+ * any, has been answered.  Returns the result (the caller PQclear()s it)
+ * or NULL, the error logged. */
+static PGresult *
+relay_exec(struct relay *r, const char *sql, int nparams,
+    const char *const *params, ExecStatusType want)
+{
+	PGresult	*res;
+
+	relay_finish(r);	/* one statement at a time on a connection */
 	if (r->conn == NULL)
 		return NULL;
-	if (stmt == RELAY_ADHOC)
-		res = PQexecParams(r->conn, sql, nparams, NULL, params, NULL,
-		    NULL, 0);
-	else {
-		if (!(r->prepared & stmt)) {
-			/* A failed prepare is reported below as the query's
-			 * error. */
-			res = PQprepare(r->conn, relay_stmt_names[stmt], sql,
-			    nparams, NULL);
-			if (PQresultStatus(res) == PGRES_COMMAND_OK) {
-				r->prepared |= stmt;
-				PQclear(res);
-				res = NULL;
-			}
-		}
-		if (res == NULL)
-			res = PQexecPrepared(r->conn, relay_stmt_names[stmt],
-			    nparams, params, NULL, NULL, 0);
-	}
+	res = PQexecParams(r->conn, sql, nparams, NULL, params, NULL, NULL, 0);
 	/* A query reads the socket too: notifications it took in would
 	 * otherwise wait for the next poll. */
 	relay_drain_notifies(r);
 	if (PQresultStatus(res) == want)
 		return res;
-	if (PQstatus(r->conn) != CONNECTION_OK) {
-		PQclear(res);
-		relay_disconnect(r, PQerrorMessage(r->conn));
-		return NULL;
-	}
-	log_error("query failed: %s", PQresultErrorMessage(res));
+	relay_failed(r, res);
 	PQclear(res);
 	return NULL;
 }
 
+/* Send one of the hot statements (prepared first if this connection has
+ * not seen it) without waiting: relay_on_conn() reads the answer and hands
+ * it to relay_complete().  Returns 0, or -1 with the error handled. */
+static int
+relay_send(struct relay *r, enum relay_query q, enum relay_stmt stmt,
+    const char *sql, int nparams, const char *const *params)
+{
+	PGresult	*res;
+
+	if (!(r->prepared & stmt)) {
+		res = PQprepare(r->conn, relay_stmt_names[stmt], sql, nparams,
+		    NULL);
+		relay_drain_notifies(r);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			relay_failed(r, res);
+			PQclear(res);
+			return -1;
+		}
+		PQclear(res);
+		r->prepared |= stmt;
+	}
+	if (!PQsendQueryPrepared(r->conn, relay_stmt_names[stmt], nparams,
+	    params, NULL, NULL, 0)) {
+		relay_failed(r, NULL);
+		return -1;
+	}
+	r->busy = q;
+	return 0;
+}
+
 /*
  * Record the sink's verdict for every message of a chunk.  Sent rows are
- * queued for relay_record_sent(), which marks those of many chunks with
+ * queued for relay_mark_start(), which marks those of many chunks with
  * one statement; a failure is recorded at once, on its own.
  */
 static void
@@ -289,7 +359,7 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 			    "publish failed after %d attempt(s)%s: %s",
 			    attempts, m->outcome == SINK_REJECTED ?
 			    " (permanent error)" : "", err);
-			res = relay_exec(r, RELAY_ADHOC, "UPDATE outbox SET "
+			res = relay_exec(r, "UPDATE outbox SET "
 			    "status = 'failed', claim = NULL, "
 			    "attempts = attempts + 1, last_error = $3 "
 			    "WHERE id = $1 AND claim = $2", 3, p,
@@ -303,7 +373,7 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 			    "attempt %d failed, retry in %s ms: %s", attempts,
 			    delay, err);
 			p[3] = delay;
-			res = relay_exec(r, RELAY_ADHOC, "UPDATE outbox SET "
+			res = relay_exec(r, "UPDATE outbox SET "
 			    "claim = NULL, attempts = attempts + 1, "
 			    "last_error = $3, "
 			    "available_at = now() + $4 * interval '1 ms' "
@@ -316,25 +386,22 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 }
 
 /*
- * Mark every queued sent row 'sent' with one statement, each guarded by
- * the claim it was sent under.  sent_at is the moment the broker's answer
- * reached the relay (its clock), not the later moment of this statement.
- * Unless a claim follows anyway (the last one was full), it also tells
- * whether a marked row's key has rows still waiting (its next row may be
- * claimable now): r->followers, until the next claim.
- * When the connection is gone the queue is kept and marked after the
- * reconnect; the lease (30 s by default) gives that time before another
- * relay may take the rows again.
+ * Start marking every queued sent row 'sent' with one statement, each
+ * guarded by the claim it was sent under; relay_marked() gets the answer.
+ * sent_at is the moment the broker's answer reached the relay (its
+ * clock), not the later moment of this statement.  Unless a claim follows
+ * anyway (the last one was full), it also tells whether a marked row's key
+ * has rows still waiting (its next row may be claimable now):
+ * r->followers, until the next claim.  When the connection is gone the
+ * queue is kept and marked after the reconnect; the lease (30 s by
+ * default) gives that time before another relay may take the rows again.
  */
 static void
-relay_record_sent(struct relay *r)
+relay_mark_start(struct relay *r)
 {
 	char		*ids, *claims, *acks;
 	const char	*p[4];
-	PGresult	*res;
 
-	if (r->nsent == 0 || r->conn == NULL)
-		return;
 	if ((ids = db_int8_array(r->sent_ids, r->nsent)) == NULL ||
 	    (claims = db_int8_array(r->sent_claims, r->nsent)) == NULL ||
 	    (acks = db_int8_array(r->sent_acks, r->nsent)) == NULL)
@@ -342,12 +409,12 @@ relay_record_sent(struct relay *r)
 	p[0] = ids;
 	p[1] = claims;
 	p[2] = acks;
-	/* After a full claim another one follows anyway (relay_on_record)
+	/* After a full claim another one follows anyway (relay_want_claim)
 	 * and takes the followers: no need to look for them (an index probe
 	 * per row) while a backlog drains. */
 	p[3] = r->backlog ? "f" : "t";
-	res = relay_exec(r, RELAY_SENT, "WITH u AS (UPDATE outbox o SET "
-	    "status = 'sent', "
+	if (relay_send(r, RELAY_Q_SENT, RELAY_SENT, "WITH u AS ("
+	    "UPDATE outbox o SET status = 'sent', "
 	    "sent_at = timestamptz 'epoch' + d.ack * interval '1 microsecond', "
 	    "claim = NULL, attempts = o.attempts + 1, last_error = NULL "
 	    "FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) "
@@ -356,10 +423,39 @@ relay_record_sent(struct relay *r)
 	    "SELECT count(*), count(*) FILTER (WHERE CASE WHEN $4::boolean "
 	    "THEN EXISTS (SELECT 1 FROM outbox s WHERE s.ordering_key = "
 	    "u.ordering_key AND s.status <> 'sent' AND s.id <> u.id) END) "
-	    "FROM u", 4, p, PGRES_TUPLES_OK);
+	    "FROM u", 4, p) == 0)
+		r->marking = r->nsent;
+	else if (r->conn != NULL) {
+		/* Not sent, connection fine: as for a failed mark below. */
+		r->followers = 1;
+		r->nsent = 0;
+	}
 	free(ids);
 	free(claims);
 	free(acks);
+}
+
+/*
+ * Claim again only if there may be something: the last claim was full, a
+ * NOTIFY came since, or a sent row's key has more rows (the mark saw them;
+ * the claim skipped them while their head was out).  Else a claim would
+ * come back empty: rows due later (a backoff, a lease) are the poll's.
+ */
+static void
+relay_want_claim(struct relay *r)
+{
+	if (!r->stopping && r->inflight <= RELAY_LOW_WATER &&
+	    (r->backlog || r->woken || r->followers))
+		r->want_claim = 1;
+}
+
+/* The mark's answer (res NULL: it failed). */
+static void
+relay_marked(struct relay *r, PGresult *res)
+{
+	int	n = r->marking;
+
+	r->marking = 0;
 	if (res == NULL && r->conn == NULL)
 		return;		/* kept for after the reconnect */
 	/* Kept until the next claim, which may come only after more
@@ -367,12 +463,41 @@ relay_record_sent(struct relay *r)
 	 * little. */
 	if (res == NULL || strcmp(PQgetvalue(res, 0, 1), "0") != 0)
 		r->followers = 1;
-	if (res != NULL) {
-		log_debug("sent %d message(s), %s rows marked", r->nsent,
+	if (res != NULL)
+		log_debug("sent %d message(s), %s rows marked", n,
 		    PQgetvalue(res, 0, 0));
-		PQclear(res);
+	/* Rows sent while the mark was under way wait for the next one. */
+	r->nsent -= n;
+	memmove(r->sent_ids, r->sent_ids + n, r->nsent * sizeof(*r->sent_ids));
+	memmove(r->sent_claims, r->sent_claims + n,
+	    r->nsent * sizeof(*r->sent_claims));
+	memmove(r->sent_acks, r->sent_acks + n,
+	    r->nsent * sizeof(*r->sent_acks));
+	if (r->nsent > 0)
+		r->want_mark = 1;
+	relay_want_claim(r);
+}
+
+/* Mark the queued sent rows now and wait for it (stopping). */
+static void
+relay_record_sent(struct relay *r)
+{
+	relay_finish(r);
+	if (r->nsent > 0 && r->conn != NULL) {
+		relay_mark_start(r);
+		relay_finish(r);
 	}
-	r->nsent = 0;
+}
+
+/* Stopping, and nothing is left at the sink or in flight: mark the last
+ * sent rows and leave the loop. */
+static void
+relay_maybe_done(struct relay *r)
+{
+	if (!r->stopping || r->inflight > 0 || r->busy != RELAY_Q_NONE)
+		return;
+	relay_record_sent(r);
+	event_base_loopbreak(r->base);
 }
 
 static void
@@ -382,15 +507,11 @@ relay_on_record(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	relay_record_sent(r);
-	/* Claim again only if there may be something: the last claim was
-	 * full, a NOTIFY came since, or a sent row's key has more rows (the
-	 * statement above saw them; the claim skipped them while their
-	 * head was out).  Else a claim would come back empty: rows due
-	 * later (a backoff, a lease) are the poll's. */
-	if (!r->stopping && r->inflight <= RELAY_LOW_WATER &&
-	    (r->backlog || r->woken || r->followers))
-		relay_kick(r);
+	if (r->nsent > 0)
+		r->want_mark = 1;	/* and then, maybe, a claim */
+	else
+		relay_want_claim(r);
+	relay_next(r);
 }
 
 /* Count a chunk's outcomes: sent with their latency, failed attempts by
@@ -430,13 +551,16 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 	(void)msgs;
 	(void)n;
 	ch->acked_us = relay_now_us();
+	if (ch->at_sink)
+		r->at_sink--;
 	relay_count(r, ch);
 	relay_record(r, ch);
+	r->inflight -= ch->n;
 	relay_chunk_free(ch);
-	r->inflight--;
-	if (r->stopping && r->inflight == 0) {
-		relay_record_sent(r);
-		event_base_loopbreak(r->base);
+	relay_pump(r);
+	if (r->stopping) {
+		relay_finish(r);	/* a claim under way may add chunks */
+		relay_maybe_done(r);
 		return;
 	}
 	/*
@@ -455,14 +579,55 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 	}
 }
 
-/* Hand a chunk to the sink; one whose messages are all decided already
- * (too large) is recorded at once. */
+/*
+ * Hand ready chunks to the sink while it has free slots.  A chunk that
+ * waited so long that its publish could outlast the claim's lease (a sink
+ * that answers in seconds) is not published: its rows come back when the
+ * lease ends, where another relay could take them while this one was
+ * still publishing them.
+ */
+static void
+relay_pump(struct relay *r)
+{
+	struct relay_chunk	*ch;
+	int64_t			 now;
+
+	while (r->at_sink < r->slots &&
+	    (ch = TAILQ_FIRST(&r->ready)) != NULL) {
+		TAILQ_REMOVE(&r->ready, ch, entry);
+		now = relay_now_us();
+		if ((now - ch->claimed_us) / 1000 >= r->wait_max) {
+			log_limited(&r->stale_limit, LOG_LEVEL_WARN,
+			    "the sink is slow: %d claimed row(s) waited %lld "
+			    "ms for it and are left to the end of their "
+			    "lease", ch->n,
+			    (long long)(now - ch->claimed_us) / 1000);
+			r->inflight -= ch->n;
+			relay_chunk_free(ch);
+			continue;
+		}
+		ch->at_sink = 1;
+		r->at_sink++;
+		if (r->sink->publish(r->httpc, r->conf, ch->msgs, ch->n,
+		    relay_published, ch) == -1) {
+			/* Not started: the lease brings the rows back. */
+			log_warnx("could not start a publish of %d "
+			    "message(s)", ch->n);
+			r->at_sink--;
+			r->inflight -= ch->n;
+			relay_chunk_free(ch);
+		}
+	}
+}
+
+/* Queue a claimed chunk for the sink; one whose messages are all decided
+ * already (too large) is recorded at once. */
 static void
 relay_send_chunk(struct relay *r, struct relay_chunk *ch)
 {
 	int	i;
 
-	r->inflight++;
+	r->inflight += ch->n;
 	for (i = 0; i < ch->n; i++)
 		if (ch->msgs[i].outcome != SINK_REJECTED)
 			break;
@@ -470,52 +635,59 @@ relay_send_chunk(struct relay *r, struct relay_chunk *ch)
 		relay_published(ch->msgs, ch->n, ch);
 		return;
 	}
-	if (r->sink->publish(r->httpc, r->conf, ch->msgs, ch->n,
-	    relay_published, ch) == -1) {
-		/* Not started: the lease brings the rows back. */
-		log_warnx("could not start a publish of %d message(s)", ch->n);
-		r->inflight--;
-		relay_chunk_free(ch);
-	}
+	TAILQ_INSERT_TAIL(&r->ready, ch, entry);
+	relay_pump(r);
 }
 
 /*
  * Claim up to batch_size rows (at most one per ordering key: see
- * outbox_claim() in sql/schema.sql) and hand them to the sink in chunks
- * that respect its batch limits.  Returns the number of rows claimed, or
- * -1 on error; *asked is the number asked for.
+ * outbox_claim() in sql/schema.sql), as many as the chunks still free at
+ * the sink can take; relay_claimed() gets the answer.
  */
-static int
-relay_claim(struct relay *r, int *asked)
+static void
+relay_claim_start(struct relay *r)
 {
-	char			 claim[24], lease[24], limit[24];
-	const char		*p[3];
-	struct relay_chunk	*ch = NULL;
-	PGresult		*res;
-	int64_t			 token;
-	size_t			 size, budget = r->conf->relay.max_message_size;
-	int			 i, n, room;
+	char		 claim[24], lease[24], limit[24];
+	const char	*p[3];
+	int		 room;
 
-	room = (RELAY_MAX_INFLIGHT - r->inflight) * r->sink->max_batch;
+	room = RELAY_MAX_INFLIGHT - r->inflight;
 	if (room > r->conf->relay.batch_size)
 		room = r->conf->relay.batch_size;
-	token = relay_new_claim();
-	snprintf(claim, sizeof(claim), "%" PRId64, token);
+	r->busy_token = relay_new_claim();
+	r->busy_us = relay_now_us();
+	r->busy_asked = room;
+	snprintf(claim, sizeof(claim), "%" PRId64, r->busy_token);
 	snprintf(lease, sizeof(lease), "%ld", r->conf->relay.lease);
 	snprintf(limit, sizeof(limit), "%d", room);
-	*asked = room;
 	p[0] = claim;
 	p[1] = lease;
 	p[2] = limit;
-	res = relay_exec(r, RELAY_CLAIM, "SELECT id, event_type, "
+	r->woken = 0;
+	r->followers = 0;
+	relay_send(r, RELAY_Q_CLAIM, RELAY_CLAIM, "SELECT id, event_type, "
 	    "ordering_key, payload, attempts, "
 	    "(1000 * extract(epoch FROM created_at))::bigint "
-	    "FROM outbox_claim($1, $2, $3) ORDER BY id", 3, p,
-	    PGRES_TUPLES_OK);
-	if (res == NULL)
-		return -1;
-	r->claiming = 1;
-	n = PQntuples(res);
+	    "FROM outbox_claim($1, $2, $3) ORDER BY id", 3, p);
+}
+
+/*
+ * The claim's answer (res NULL: it failed): hand the rows to the sink in
+ * chunks that respect its batch limits.  Claims follow one another while
+ * there is room and they come back full.  One that got fewer rows than it
+ * asked for took what there was: the claims stop there, so its messages
+ * go out now rather than after one more (empty) claim.
+ */
+static void
+relay_claimed(struct relay *r, PGresult *res)
+{
+	struct relay_chunk	*ch = NULL;
+	size_t			 size, budget = r->conf->relay.max_message_size;
+	int			 i, n;
+
+	n = res != NULL ? PQntuples(res) : -1;
+	r->backlog = n == r->busy_asked;
+	r->want_claim = n >= 0 && (n == r->busy_asked || r->woken);
 	for (i = 0; i < n; i++) {
 		struct outbox_msg	*m;
 
@@ -531,7 +703,8 @@ relay_claim(struct relay *r, int *asked)
 			if ((ch = calloc(1, sizeof(*ch))) == NULL)
 				fatal("calloc");
 			ch->relay = r;
-			ch->claim = token;
+			ch->claim = r->busy_token;
+			ch->claimed_us = r->busy_us;
 		}
 		m = &ch->msgs[ch->n++];
 		ch->bytes += size;
@@ -557,35 +730,101 @@ relay_claim(struct relay *r, int *asked)
 	}
 	if (ch != NULL)
 		relay_send_chunk(r, ch);
-	r->claiming = 0;
-	PQclear(res);
 	if (n > 0)
 		log_debug("claimed %d row(s)", n);
-	return n;
 }
 
-/*
- * Claim and publish while there is room and claims come back full.  A
- * claim that got fewer rows than it asked for took what there was: the
- * loop stops there, so its messages go out now rather than after one
- * more (empty) claim.
- */
+/* Claim, or go on claiming, as soon as the connection is free. */
 static void
 relay_kick(struct relay *r)
 {
-	int	n, asked;
+	r->want_claim = 1;
+	relay_next(r);
+}
 
-	if (r->claiming)
-		return;		/* the claim loop below goes on by itself */
-	while (r->conn != NULL && !r->stopping &&
-	    r->inflight < RELAY_MAX_INFLIGHT) {
-		r->woken = 0;
-		r->followers = 0;
-		n = relay_claim(r, &asked);
-		r->backlog = n == asked;
-		if (n < 0 || (n < asked && !r->woken))
-			break;
+/*
+ * Start the next statement the relay owes, unless one is in flight: the
+ * mark of the sent rows first (it may find their keys' next rows), then a
+ * claim if there is room at the sink.
+ */
+static void
+relay_next(struct relay *r)
+{
+	if (r->conn == NULL || r->busy != RELAY_Q_NONE)
+		return;
+	if (r->want_claim && !r->stopping && r->inflight <= RELAY_LOW_WATER) {
+		r->want_claim = 0;
+		relay_claim_start(r);
+		return;
 	}
+	if (r->want_mark) {
+		r->want_mark = 0;
+		if (r->nsent > 0) {
+			relay_mark_start(r);
+			return;
+		}
+	}
+	if (r->want_claim) {
+		r->want_claim = 0;
+		if (!r->stopping && r->inflight < RELAY_MAX_INFLIGHT)
+			relay_claim_start(r);
+	}
+}
+
+/* The statement in flight is answered (its result read into busy_res):
+ * hand the result to its own step.  A failure is logged or, when the
+ * connection broke, leads to a reconnect. */
+static void
+relay_complete(struct relay *r)
+{
+	enum relay_query	 q = r->busy;
+	PGresult		*res = r->busy_res;
+
+	r->busy = RELAY_Q_NONE;
+	r->busy_res = NULL;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		relay_failed(r, res);
+		PQclear(res);
+		res = NULL;
+	}
+	if (q == RELAY_Q_CLAIM)
+		relay_claimed(r, res);
+	else
+		relay_marked(r, res);
+	PQclear(res);
+}
+
+/* Read the answer of the statement in flight as far as it has come;
+ * with block, wait until it is complete.  Returns 1 once it has been
+ * handed on, else 0. */
+static int
+relay_read(struct relay *r, int block)
+{
+	PGresult	*res;
+
+	while (r->busy != RELAY_Q_NONE && r->conn != NULL &&
+	    (block || !PQisBusy(r->conn))) {
+		if ((res = PQgetResult(r->conn)) == NULL) {
+			if (r->busy_res == NULL)	/* cannot be: say so */
+				r->busy_res = PQmakeEmptyPGresult(r->conn,
+				    PGRES_FATAL_ERROR);
+			relay_drain_notifies(r);
+			relay_complete(r);
+			return 1;
+		}
+		if (r->busy_res == NULL)
+			r->busy_res = res;
+		else
+			PQclear(res);
+	}
+	return 0;
+}
+
+/* Wait for the statement in flight, if any, and hand its answer on. */
+static void
+relay_finish(struct relay *r)
+{
+	relay_read(r, 1);
 }
 
 static void
@@ -595,19 +834,24 @@ relay_on_conn(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (PQconsumeInput(r->conn) == 0) {
+	if (PQconsumeInput(r->conn) == 0)
 		relay_disconnect(r, PQerrorMessage(r->conn));
+	else {
+		relay_drain_notifies(r);
+		relay_read(r, 0);
+	}
+	if (r->conn == NULL || r->stopping) {
+		relay_maybe_done(r);
 		return;
 	}
-	r->woken = 0;
-	relay_drain_notifies(r);
 	/* Relay 1 answers every notification.  The others claim on their
 	 * poll and go on while their claims come back full: all of them
 	 * drain a backlog, but a single new order does not cost every
 	 * relay a claim (only one could get it) and the CPU they would
 	 * take from the one that does. */
 	if (r->woken && (r->index == 1 || r->backlog))
-		relay_kick(r);
+		r->want_claim = 1;
+	relay_next(r);
 }
 
 static void
@@ -679,7 +923,7 @@ relay_on_reconnect(evutil_socket_t fd, short what, void *arg)
 		    "listening again, catching up", r->reconnect_fails + 1);
 		r->reconnect_delay = RELAY_RECONNECT_MIN;
 		r->reconnect_fails = 0;
-		relay_record_sent(r);	/* sent before the connection broke */
+		r->want_mark = 1;	/* sent before the connection broke */
 		relay_kick(r);		/* what was written while away */
 		return;
 	}
@@ -714,6 +958,13 @@ relay_disconnect(struct relay *r, const char *why)
 	}
 	PQfinish(r->conn);
 	r->conn = NULL;
+	/* The statement in flight is lost with it: a claim's rows come back
+	 * when their lease ends; rows being marked stay queued for after
+	 * the reconnect. */
+	r->busy = RELAY_Q_NONE;
+	PQclear(r->busy_res);
+	r->busy_res = NULL;
+	r->marking = 0;
 	tv.tv_sec = r->reconnect_delay / 1000;
 	tv.tv_usec = (r->reconnect_delay % 1000) * 1000;
 	evtimer_add(r->reconnect_ev, &tv);
@@ -743,7 +994,7 @@ relay_on_purge(evutil_socket_t fd, short what, void *arg)
 	p[0] = age;
 	p[1] = lim;
 	for (i = 0; i < RELAY_PURGE_ROUNDS && !r->stopping; i++) {
-		res = relay_exec(r, RELAY_ADHOC, "DELETE FROM outbox WHERE "
+		res = relay_exec(r, "DELETE FROM outbox WHERE "
 		    "id IN (SELECT id FROM outbox WHERE status = 'sent' AND "
 		    "sent_at < now() - $1 * interval '1 second' "
 		    "ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)", 2, p,
@@ -781,17 +1032,18 @@ relay_stop(void *arg)
 
 	r->stopping = 1;
 	/* Rows already at the sink are recorded; unclaimed rows stay
-	 * pending for the next relay. */
-	if (r->inflight == 0)
-		event_base_loopbreak(r->base);
+	 * pending for the next relay.  A statement in flight is answered
+	 * first (relay_on_conn). */
+	relay_maybe_done(r);
 }
 
 int
 relay_main(struct conf *conf, int index)
 {
-	struct relay	 r;
-	struct timeval	 tv;
-	char		 err[512];
+	struct relay		 r;
+	struct relay_chunk	*ch;
+	struct timeval		 tv;
+	char			 err[512];
 
 	log_init("relay", index);
 	proc_set_title("outboxd: relay %d", index);
@@ -800,6 +1052,12 @@ relay_main(struct conf *conf, int index)
 	r.index = index;
 	r.reconnect_delay = RELAY_RECONNECT_MIN;
 	r.sink = &relay_sinks[conf->relay.sink];
+	r.slots = relay_sink_slots[conf->relay.sink];
+	/* The lease must cover the wait for a slot plus the request (the
+	 * configuration check keeps it longer than the request's timeout). */
+	r.wait_max = conf->relay.lease - (conf->relay.sink == CONF_SINK_HTTP ?
+	    conf->webhook.timeout : conf->relay.timeout);
+	TAILQ_INIT(&r.ready);
 	if ((r.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
 	if ((r.httpc = httpc_new(r.base)) == NULL)
@@ -838,6 +1096,11 @@ relay_main(struct conf *conf, int index)
 	relay_kick(&r);			/* rows written while we were down */
 	event_base_dispatch(r.base);
 	relay_record_sent(&r);		/* what finished in the last turn */
+	/* Left only by a forced exit: their lease brings the rows back. */
+	while ((ch = TAILQ_FIRST(&r.ready)) != NULL) {
+		TAILQ_REMOVE(&r.ready, ch, entry);
+		relay_chunk_free(ch);
+	}
 
 	if (r.conn_ev != NULL)
 		event_free(r.conn_ev);

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# relay-stop-drain.sh -- SIGTERM to the master while the relays drain a
+# backlog, as systemd stops the service (KillMode=mixed: the master alone).
+# A relay keeps claiming while earlier rows are still at the sink: when the
+# stop comes it has a claim or a mark under way and chunks waiting for the
+# sink.  The stop must finish all of that: every row it claimed is
+# published and marked sent before it exits, so nothing is left under a
+# lease to be published a second time.
+# Asserts: exit 0 within shutdown_timeout, each relay exited 0 and none was
+# killed or forced; no row left claimed; the queue holds exactly the rows
+# marked sent; after a restart the rest drains and every row went to SQS
+# exactly once (messages = rows = distinct outbox ids, attempts = 1).
+. "$(dirname "$0")/../lib/common.sh"
+. "$T_LIB/relay-lib.sh"
+test_init
+need_binaries
+stack_up
+
+N=${RELAY_STOP_ROWS:-12000}
+SHUTDOWN_MS=10000
+
+# No consumer: the queue keeps every message for the counts below.
+OB_RELAY_WORKERS=2 OB_BATCH_SIZE=100 OB_CONSUMER_WORKERS=0 OB_HTTP_WORKERS=1 \
+	OB_SHUTDOWN_TIMEOUT=$SHUTDOWN_MS relay_conf_write "$T_DIR/outbox.conf"
+
+# Rows shaped like POST /orders' own, each its own ordering key, written
+# before outboxd starts so that the drain begins at full speed.
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+	SELECT 'order.created', u::text, json_build_object('orderId', u, 'n', i)
+	FROM (SELECT i, gen_random_uuid() AS u FROM generate_series(1, $N) i) s"
+
+outboxd_start "$T_DIR/outbox.conf" a
+M=$(proc_pid "$OUTBOXD_PIDFILE")
+sent_some() { [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")" -ge 1000 ]; }
+wait_until 30 "1000 rows sent" sent_some || die "the drain did not start"
+t0=$(now_ms)
+kill -TERM "$M"
+gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
+wait_until $((SHUTDOWN_MS / 1000 + 5)) "outboxd to exit after SIGTERM" gone || true
+t_exit=$(($(now_ms) - t0))
+read -r sent pending claimed <<<"$(sql "SELECT count(*) FILTER (WHERE status = 'sent'),
+	count(*) FILTER (WHERE status = 'pending'),
+	count(*) FILTER (WHERE claim IS NOT NULL) FROM outbox" | tr '|' ' ')"
+say "stopped after $t_exit ms: $sent sent, $pending pending, $claimed claimed"
+check "outboxd exited after SIGTERM" gone
+check "within shutdown_timeout ($t_exit ms <= $SHUTDOWN_MS ms + 500 ms)" \
+	[ "$t_exit" -le $((SHUTDOWN_MS + 500)) ]
+check_eq "relays that exited 0" 2 \
+	"$(grep -cE 'role=master .*msg="relay [0-9]+ pid=[0-9]+ exited with status 0"' "$OUTBOXD_LOG" || true)"
+check_eq "workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
+check_eq "workers that skipped their drain" 0 "$(grep -c 'second stop signal' "$OUTBOXD_LOG" || true)"
+check "the stop came in the middle of the drain ($sent sent, $pending pending)" \
+	[ "$sent" -ge 1000 -a "$pending" -gt 0 ]
+check_eq "rows left claimed (would go out again after the lease)" 0 "$claimed"
+check_eq "messages in the queue = rows marked sent" "$sent" \
+	"$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)"
+
+# The rest, after a restart: every row exactly once
+outboxd_start "$T_DIR/outbox.conf" b
+drained() { [ "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")" = 0 ]; }
+wait_until 60 "the rest to drain" drained || true
+outboxd_stop
+check_eq "rows not sent after the restart" 0 "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")"
+check_eq "rows sent more than once (attempts > 1)" 0 "$(sql "SELECT count(*) FROM outbox WHERE attempts <> 1")"
+check_eq "messages in the queue = rows" "$N" \
+	"$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)"
