@@ -641,8 +641,8 @@ relay_send_chunk(struct relay *r, struct relay_chunk *ch)
 
 /*
  * Claim up to batch_size rows (at most one per ordering key: see
- * outbox_claim() in sql/schema.sql), as many as the chunks still free at
- * the sink can take; relay_claimed() gets the answer.
+ * outbox_claim() in sql/schema.sql), no more than the relay has room for
+ * (RELAY_MAX_INFLIGHT claimed rows); relay_claimed() gets the answer.
  */
 static void
 relay_claim_start(struct relay *r)
