@@ -561,7 +561,8 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 	if (r->stopping) {
 		relay_finish(r);	/* a claim under way may add chunks */
 		relay_maybe_done(r);
-		return;
+		if (r->inflight == 0)
+			return;
 	}
 	/*
 	 * Sent rows are marked, and the next claim made, from
@@ -580,6 +581,36 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 }
 
 /*
+ * Give a claimed chunk's rows back at once, unpublished (stopping: the
+ * chunks still waiting for the sink could take longer than
+ * shutdown_timeout, and a relay killed then leaves them to the lease).
+ */
+static void
+relay_release(struct relay *r, struct relay_chunk *ch)
+{
+	int64_t		 ids[RELAY_CHUNK_MAX];
+	char		*arr, claim[24];
+	const char	*p[2];
+	PGresult	*res;
+	int		 i;
+
+	for (i = 0; i < ch->n; i++)
+		ids[i] = ch->msgs[i].id;
+	if ((arr = db_int8_array(ids, ch->n)) == NULL)
+		fatal("malloc");
+	snprintf(claim, sizeof(claim), "%" PRId64, ch->claim);
+	p[0] = arr;
+	p[1] = claim;
+	res = relay_exec(r, "UPDATE outbox SET claim = NULL, "
+	    "available_at = now() WHERE id = ANY ($1::bigint[]) "
+	    "AND claim = $2", 2, p, PGRES_COMMAND_OK);
+	PQclear(res);
+	free(arr);
+	r->inflight -= ch->n;
+	relay_chunk_free(ch);
+}
+
+/*
  * Hand ready chunks to the sink while it has free slots.  A chunk that
  * waited so long that its publish could outlast the claim's lease (a sink
  * that answers in seconds) is not published: its rows come back when the
@@ -592,9 +623,13 @@ relay_pump(struct relay *r)
 	struct relay_chunk	*ch;
 	int64_t			 now;
 
-	while (r->at_sink < r->slots &&
+	while ((r->at_sink < r->slots || r->stopping) &&
 	    (ch = TAILQ_FIRST(&r->ready)) != NULL) {
 		TAILQ_REMOVE(&r->ready, ch, entry);
+		if (r->stopping) {
+			relay_release(r, ch);
+			continue;
+		}
 		now = relay_now_us();
 		if ((now - ch->claimed_us) / 1000 >= r->wait_max) {
 			log_limited(&r->stale_limit, LOG_LEVEL_WARN,
@@ -752,11 +787,8 @@ relay_next(struct relay *r)
 {
 	if (r->conn == NULL || r->busy != RELAY_Q_NONE)
 		return;
-	if (r->want_claim && !r->stopping && r->inflight <= RELAY_LOW_WATER) {
-		r->want_claim = 0;
-		relay_claim_start(r);
-		return;
-	}
+	/* Marks first: a relay that kept claiming through a backlog held
+	 * its sent rows unmarked past their lease (published twice). */
 	if (r->want_mark) {
 		r->want_mark = 0;
 		if (r->nsent > 0) {
@@ -1031,9 +1063,10 @@ relay_stop(void *arg)
 	struct relay	*r = arg;
 
 	r->stopping = 1;
-	/* Rows already at the sink are recorded; unclaimed rows stay
-	 * pending for the next relay.  A statement in flight is answered
-	 * first (relay_on_conn). */
+	/* Rows already at the sink are recorded; claimed rows still waiting
+	 * for it are given back, unclaimed rows stay pending for the next
+	 * relay.  A statement in flight is answered first (relay_on_conn). */
+	relay_pump(r);
 	relay_maybe_done(r);
 }
 
