@@ -129,10 +129,10 @@ struct relay {
 	PGresult		*busy_res;	/* ... its result, once read */
 	int64_t			 busy_token;	/* ... a claim's token */
 	int64_t			 busy_us;	/* ... when it was sent */
+	int			 busy_asked;	/* ... a claim's limit */
 	long			 wait_max;	/* ms a claimed chunk may wait
 						   for the sink, see relay_pump */
-	struct log_limit	 stale_limit;
-	int			 busy_asked;	/* ... and its limit */
+	struct log_limit	 stale_limit;	/* "the sink is slow" */
 	int			 want_claim;	/* claim when the connection is free */
 	int			 want_mark;	/* mark the sent rows, likewise */
 	unsigned		 prepared;	/* relay_stmt bits, this conn */
@@ -827,9 +827,8 @@ relay_complete(struct relay *r)
 }
 
 /* Read the answer of the statement in flight as far as it has come;
- * with block, wait until it is complete.  Returns 1 once it has been
- * handed on, else 0. */
-static int
+ * with block, wait until it is complete and hand it on. */
+static void
 relay_read(struct relay *r, int block)
 {
 	PGresult	*res;
@@ -842,14 +841,13 @@ relay_read(struct relay *r, int block)
 				    PGRES_FATAL_ERROR);
 			relay_drain_notifies(r);
 			relay_complete(r);
-			return 1;
+			return;
 		}
 		if (r->busy_res == NULL)
 			r->busy_res = res;
 		else
 			PQclear(res);
 	}
-	return 0;
 }
 
 /* Wait for the statement in flight, if any, and hand its answer on. */
