@@ -1844,7 +1844,7 @@ http_conn_new(struct event_base *base, void *arg)
 
 /* ---- the worker ------------------------------------------------------- */
 
-/* SIGTERM/SIGINT: stop accepting (the other workers go on accepting on
+/* SIGTERM: stop accepting (the other workers go on accepting on
  * the shared socket), answer what is in hand, then leave the loop. */
 static void
 http_drained(evutil_socket_t fd, short what, void *arg)
@@ -1986,7 +1986,7 @@ http_worker_db(struct http_worker *w)
 /*
  * Run HTTP worker index on the master's listening socket listen_fd
  * (already listening and non-blocking; shared with the other HTTP
- * workers, left open for the caller) until SIGTERM/SIGINT and the drain
+ * workers, left open for the caller) until SIGTERM and the drain
  * that follows.  Opens conf->http.db_connections PostgreSQL connections
  * with db_connect() first.  Returns the exit status: 0 after a graceful
  * stop, 1 if the worker could not start (no database, no memory), so the

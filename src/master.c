@@ -157,6 +157,11 @@ master_child(struct master *m, struct slot *s, const sigset_t *oldmask)
 	event_base_free(m->base);
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		signal(sigs[i], SIG_DFL);
+	/* A terminal's Ctrl-C sends SIGINT to the whole process group; the
+	 * master answers it with a SIGTERM to each worker, which a worker
+	 * that had taken the SIGINT too would count as a second stop and
+	 * exit without its drain.  Workers stop on the master's word only. */
+	signal(SIGINT, SIG_IGN);
 	/* Orphans never run alone: the kernel sends TERM when the master
 	 * dies; the getppid() check closes the race with an early death. */
 	(void)prctl(PR_SET_PDEATHSIG, SIGTERM);

@@ -192,9 +192,11 @@ void		 log_limit_end(struct log_limit *, const char *what);
 /* ---- proc.c: what every child does after fork ------------------------- */
 
 /*
- * Install the worker signal policy on base: SIGTERM and SIGINT call
- * on_stop(arg) once (graceful; a second one exits at once), SIGQUIT exits
- * at once, SIGHUP is ignored (the master reloads), SIGPIPE ignored.
+ * Install the worker signal policy on base: SIGTERM calls on_stop(arg)
+ * once (graceful; a second one exits at once), SIGQUIT exits at once,
+ * SIGHUP is ignored (the master reloads), SIGPIPE ignored.  SIGINT is
+ * already ignored since the fork (master.c: a terminal's Ctrl-C reaches
+ * the workers too, and the master turns it into their SIGTERM).
  * Returns -1 on failure.
  */
 int		 proc_worker_signals(struct event_base *base,

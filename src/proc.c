@@ -86,7 +86,6 @@ proc_on_signal(evutil_socket_t sig, short what, void *arg)
 	(void)arg;
 	switch (sig) {
 	case SIGTERM:
-	case SIGINT:
 		if (proc_sig.stopping) {
 			log_info("second stop signal: exiting now");
 			_exit(0);
@@ -108,7 +107,7 @@ int
 proc_worker_signals(struct event_base *base, void (*on_stop)(void *),
     void *arg)
 {
-	static const int	 sigs[] = { SIGTERM, SIGINT, SIGQUIT, SIGUSR1 };
+	static const int	 sigs[] = { SIGTERM, SIGQUIT, SIGUSR1 };
 	struct event		*ev;
 	size_t			 i;
 
