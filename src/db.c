@@ -25,6 +25,19 @@ db_errcpy(char *err, size_t errlen, const char *msg)
 		err[--n] = '\0';
 }
 
+/* libpq writes notices, and errors that arrive between queries (the
+ * server's "terminating connection" when it restarts), to stderr by
+ * default: a line in neither log format.  They go through the log. */
+static void
+db_notice(void *arg, const char *message)
+{
+	char	msg[512];
+
+	(void)arg;
+	db_errcpy(msg, sizeof(msg), message);
+	log_info("database: %s", msg);
+}
+
 /*
  * The gssencmode value passed with conninfo.  libpq's default, "prefer",
  * looks for Kerberos credentials on every connect, which maps the Kerberos
@@ -101,6 +114,7 @@ db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
 		PQfinish(conn);
 		return NULL;
 	}
+	PQsetNoticeProcessor(conn, db_notice, NULL);
 	return conn;
 }
 

@@ -158,3 +158,10 @@ check_eq "after the 4 s outage: outbox rows not 'sent'" 0 "$(sql "SELECT count(*
 sql "SELECT id FROM orders ORDER BY 1" >"$T_DIR/ids2"
 wait_fulfilled 20 "$T_DIR/ids2" || true
 check_eq "after the 4 s outage: orders without a fulfillment" 0 "$(LC_ALL=C comm -23 "$T_DIR/ids2" <(fulfilled_ids) | wc -l)"
+
+# libpq reports the server's "terminating connection" between queries
+# through its notice processor, which writes to stderr unless told
+# otherwise: every line of the log must still be a log line.
+check_eq "log lines not in the log format (a bare libpq message)" 0 \
+	"$(grep -cv '^time=' "$OUTBOXD_LOG" || true)"
+{ grep -v '^time=' "$OUTBOXD_LOG" || true; } | head -3 | sed 's/^/    /'
