@@ -521,6 +521,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	cfg_t		*w = cfg_getsec(cfg, "webhook");
 	const char	*v;
 	int		 need_aws, need_sqs;
+	long		 sink_timeout;
 
 	c->database = conf_strdup_or_null(cfg_getstr(cfg, "database"));
 	if (c->database == NULL) {
@@ -587,12 +588,20 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 			return -1;
 		}
 	}
-	if (c->relay.lease <= (c->relay.sink == CONF_SINK_HTTP ?
-	    c->webhook.timeout : c->relay.timeout)) {
-		snprintf(err, errlen, "%s: relay.lease (%ld ms) must be longer "
-		    "than the sink's timeout (relay.timeout, or webhook.timeout "
-		    "for relay.sink = \"http\"), or a slow publish could be "
-		    "claimed twice", c->path, c->relay.lease);
+	/* A publish must end inside its claim's lease, so rows still
+	 * waiting for the sink at lease - timeout are not published
+	 * (relay.c).  Half the lease leaves the claim and that wait as much
+	 * time as the request; with less, a claim slowed by a busy server
+	 * could leave no chunk publishable at all. */
+	sink_timeout = c->relay.sink == CONF_SINK_HTTP ? c->webhook.timeout :
+	    c->relay.timeout;
+	if (c->relay.lease < 2 * sink_timeout) {
+		snprintf(err, errlen, "%s: relay.lease (%ld ms) must be at "
+		    "least twice the sink's timeout (%s = %ld ms): a publish "
+		    "must end within the lease of its claim, with time left "
+		    "for the claim and the wait for the sink", c->path,
+		    c->relay.lease, c->relay.sink == CONF_SINK_HTTP ?
+		    "webhook.timeout" : "relay.timeout", sink_timeout);
 		return -1;
 	}
 

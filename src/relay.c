@@ -94,6 +94,7 @@ struct relay_chunk {
 	size_t			 bytes;		/* message sizes added up */
 	int64_t			 acked_us;	/* when the sink answered */
 	int64_t			 claimed_us;	/* when its claim was sent */
+	int64_t			 answered_us;	/* ... and came back */
 	int			 at_sink;	/* handed to the sink */
 	TAILQ_ENTRY(relay_chunk) entry;		/* in ready */
 };
@@ -132,7 +133,7 @@ struct relay {
 	int			 busy_asked;	/* ... a claim's limit */
 	long			 wait_max;	/* ms a claimed chunk may wait
 						   for the sink, see relay_pump */
-	struct log_limit	 stale_limit;	/* "the sink is slow" */
+	struct log_limit	 stale_limit;	/* "too late to publish" */
 	int			 want_claim;	/* claim when the connection is free */
 	int			 want_mark;	/* mark the sent rows, likewise */
 	unsigned		 prepared;	/* relay_stmt bits, this conn */
@@ -633,10 +634,12 @@ relay_pump(struct relay *r)
 		now = relay_now_us();
 		if ((now - ch->claimed_us) / 1000 >= r->wait_max) {
 			log_limited(&r->stale_limit, LOG_LEVEL_WARN,
-			    "the sink is slow: %d claimed row(s) waited %lld "
-			    "ms for it and are left to the end of their "
-			    "lease", ch->n,
-			    (long long)(now - ch->claimed_us) / 1000);
+			    "too late to publish within the lease: %d claimed "
+			    "row(s) are left to its end (the claim took %lld "
+			    "ms, the wait for a free request to the sink %lld "
+			    "ms)", ch->n,
+			    (long long)(ch->answered_us - ch->claimed_us) / 1000,
+			    (long long)(now - ch->answered_us) / 1000);
 			r->inflight -= ch->n;
 			relay_chunk_free(ch);
 			continue;
@@ -718,6 +721,7 @@ relay_claimed(struct relay *r, PGresult *res)
 {
 	struct relay_chunk	*ch = NULL;
 	size_t			 size, budget = r->conf->relay.max_message_size;
+	int64_t			 now = relay_now_us();
 	int			 i, n;
 
 	n = res != NULL ? PQntuples(res) : -1;
@@ -740,6 +744,7 @@ relay_claimed(struct relay *r, PGresult *res)
 			ch->relay = r;
 			ch->claim = r->busy_token;
 			ch->claimed_us = r->busy_us;
+			ch->answered_us = now;
 		}
 		m = &ch->msgs[ch->n++];
 		ch->bytes += size;
@@ -1084,8 +1089,9 @@ relay_main(struct conf *conf, int index)
 	r.reconnect_delay = RELAY_RECONNECT_MIN;
 	r.sink = &relay_sinks[conf->relay.sink];
 	r.slots = relay_sink_slots[conf->relay.sink];
-	/* The lease must cover the wait for a slot plus the request (the
-	 * configuration check keeps it longer than the request's timeout). */
+	/* The lease must cover the claim, the wait for a slot and the
+	 * request (the configuration check makes it at least twice the
+	 * request's timeout). */
 	r.wait_max = conf->relay.lease - (conf->relay.sink == CONF_SINK_HTTP ?
 	    conf->webhook.timeout : conf->relay.timeout);
 	TAILQ_INIT(&r.ready);

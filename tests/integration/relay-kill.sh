@@ -2,9 +2,9 @@
 # relay-kill.sh -- kill -9 a relay while its SendMessageBatch is in flight.
 # The fault proxy holds every SendMessageBatch for 3 s (and then forwards
 # it anyway, as a broker that got the request would), relay.workers = 2,
-# relay.lease = 5000 ms (> relay.timeout = 4000 ms; webhook.timeout is
-# lowered too, for builds whose configuration check compares the lease
-# with it whatever the sink).  While orders keep
+# relay.lease = 8000 ms (twice relay.timeout = 4000 ms, as the
+# configuration check asks; webhook.timeout is lowered too, for builds
+# whose check compares the lease with it whatever the sink).  While orders keep
 # coming, the test waits until the proxy holds a batch whose TCP client is
 # a relay process, and SIGKILLs that process.
 # Asserts: the rows of that batch are not published again before the lease
@@ -20,7 +20,7 @@ need_binaries
 command -v ss >/dev/null || die "missing dependency: ss (iproute2)"
 stack_up
 
-LEASE=5000
+LEASE=8000
 DELAY=3000
 N=${RELAY_KILL_ORDERS:-40}
 

@@ -28,7 +28,7 @@ RELAYS=2
 # server went away is published again after the lease (5 s, not 30 s)
 OB_RELAY_WORKERS=$RELAYS OB_POLL_INTERVAL=$POLL OB_CONSUMER_WORKERS=1 OB_WAIT_TIME=1 \
 	OB_EXTRA_TOP=$'webhook {\n\ttimeout = 4000\n}' \
-	relay_conf_write "$T_DIR/outbox.conf" "lease = 5000" "timeout = 4000"
+	relay_conf_write "$T_DIR/outbox.conf" "lease = 5000" "timeout = 2500"
 outboxd_start "$T_DIR/outbox.conf"
 
 PG_BINDIR=${PG_BINDIR:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}

@@ -1,28 +1,44 @@
 #!/usr/bin/env bash
-# relay-slow-sink.sh -- a broker that takes 2.5 s per SendMessageBatch (the
-# fault proxy delays each one).  A relay claims more rows than its sink
-# takes at once; the rest wait in the relay for a free slot.  With lease =
-# 4000 ms and relay.timeout = 3000 ms a row may wait at most 1 s: one that
-# waited longer could still be at the broker when its lease ends and the
-# next claim takes it again, and it would be published twice.  Such rows
-# are left to the end of their lease instead, with a warning.
-# Asserts: the warning is logged; every row ends 'sent' after one attempt
-# and the queue holds exactly one message per row; nothing failed.
+# relay-slow-sink.sh -- a webhook receiver that takes 1 s per request.  A
+# relay claims more rows than its sink takes at once (16 requests); the
+# rest wait in the relay for a free request.  With lease = 4000 ms and
+# webhook.timeout = 2000 ms a row may wait at most 2 s: one that waited
+# longer could still be at the receiver when its lease ends and the next
+# claim takes it again, and it would be delivered twice.  Such rows are
+# left to the end of their lease instead, with a warning.
+# Asserts: the warning is logged and says how long the claim and the wait
+# took; every row ends 'sent' after one attempt, the receiver got exactly
+# one request per row; nothing failed.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
 test_init
 need_binaries
 stack_up
 
-N=400
-proxy_start fault fault-proxy.py --upstream "$SQS_ENDPOINT"
-FP=http://127.0.0.1:$PROXY_PORT
-fault_ctl -X POST --data-binary '{"mode":"delay","ms":2500,"actions":["SendMessageBatch"]}' >/dev/null
-# No consumer: the queue keeps every message for the count below.
-SQS_ENDPOINT=$FP QUEUE_URL=$FP/000000000000/order-events \
-	OB_RELAY_WORKERS=1 OB_BATCH_SIZE=100 OB_CONSUMER_WORKERS=0 OB_HTTP_WORKERS=1 \
-	OB_POLL_INTERVAL=200 relay_conf_write "$T_DIR/outbox.conf" \
-	"lease = 4000" "timeout = 3000" "max_attempts = 10"
+N=200
+SECRET="whsec_$(head -c 24 /dev/urandom | base64)"
+printf '%s\n' "$SECRET" >"$T_DIR/secret"
+REC=$T_DIR/webhook.jsonl
+proxy_start webhook webhook-receiver.py --secret-file "$T_DIR/secret" --record "$REC"
+WH=http://127.0.0.1:$PROXY_PORT
+curl -fsS -o /dev/null -X POST "$WH/__control" \
+	--data-binary '{"script": [], "default": {"status": 204, "delay_ms": 1000}}' ||
+	die "could not script the receiver"
+
+cat >"$T_DIR/outbox.conf" <<CONF
+database = "$DATABASE_URL"
+http { listen = "127.0.0.1:$HTTP_PORT" workers = 1 }
+relay {
+	workers = 1
+	batch_size = 100
+	poll_interval = 200
+	sink = "http"
+	lease = 4000
+	max_attempts = 10
+}
+webhook { url = "$WH/hooks" secret = "$SECRET" timeout = 2000 }
+consumer { workers = 0 }
+CONF
 outboxd_start "$T_DIR/outbox.conf"
 
 sql "INSERT INTO outbox (event_type, ordering_key, payload)
@@ -32,11 +48,13 @@ all_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")" = "$
 wait_until 120 "all $N rows sent" all_sent || true
 outboxd_stop
 
+grep -m1 'too late to publish within the lease' "$OUTBOXD_LOG" | sed 's/^/    /' || true
 check "rows that waited too long for the sink were left to their lease (warning logged)" \
-	grep -q 'the sink is slow: [0-9]* claimed row(s) waited' "$OUTBOXD_LOG"
+	grep -qE 'too late to publish within the lease: [0-9]+ claimed row\(s\) are left to its end \(the claim took [0-9]+ ms, the wait for a free request to the sink [0-9]+ ms\)' "$OUTBOXD_LOG"
 check_eq "rows sent" "$N" "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")"
 check_eq "rows failed" 0 "$(sql "SELECT count(*) FROM outbox WHERE status = 'failed'")"
 check_eq "rows published more than once (attempts > 1)" 0 \
 	"$(sql "SELECT count(*) FROM outbox WHERE attempts > 1")"
-check_eq "messages in the queue (one per row)" "$N" \
-	"$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)"
+check_eq "requests the receiver got (one per row)" "$N" "$(wc -l <"$REC")"
+check_eq "distinct webhook-ids among them" "$N" \
+	"$(jq -r '.headers["webhook-id"]' "$REC" | sort -u | wc -l)"

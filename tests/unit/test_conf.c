@@ -213,6 +213,13 @@ test_bad_files(void **state)
 	expect_error("http { workers = 1 }\n", 0, "database is not set");
 	expect_error("database = \"x\"\nrelay { lease = 5000 timeout = 5000 }\n"
 	    AWSOK, 0, "relay.lease");
+	/* Longer than the timeout is not enough: claims and the wait for a
+	 * free request need their share of the lease too. */
+	expect_error("database = \"x\"\nrelay { lease = 5000 timeout = 3000 }\n"
+	    AWSOK, 0, "at least twice the sink's timeout (relay.timeout");
+	expect_error("database = \"x\"\nrelay { sink = \"http\" }\n"
+	    "webhook { url = \"http://h/\" secret = \"s\" timeout = 20000 }\n",
+	    0, "(webhook.timeout = 20000 ms)");
 	expect_error("database = \"x\"\n", 0, "sqs.queue_url is not set");
 	expect_error("database = \"x\"\nrelay { sink = \"http\" }\n", 0,
 	    "webhook.url");
@@ -241,6 +248,23 @@ test_missing_file(void **state)
 }
 
 /* Relay and consumer counts of 0 need no AWS settings at all. */
+/* The shortest lease the timeout allows is accepted. */
+static void
+test_lease_twice_timeout(void **state)
+{
+	struct conf	*c;
+	char		 err[512];
+
+	(void)state;
+	clear_env();
+	assert_int_equal(conf_load(write_conf("database = \"x\"\n"
+	    "relay { lease = 6000 timeout = 3000 }\n" AWSOK), &c, err,
+	    sizeof(err)), 0);
+	unlink(path);
+	assert_int_equal(c->relay.lease, 6000);
+	conf_free(c);
+}
+
 static void
 test_http_only(void **state)
 {
@@ -267,6 +291,7 @@ main(void)
 		cmocka_unit_test(test_defaults_and_env),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_missing_file),
+		cmocka_unit_test(test_lease_twice_timeout),
 		cmocka_unit_test(test_http_only),
 	};
 
