@@ -1048,6 +1048,10 @@ relay_on_purge(evutil_socket_t fd, short what, void *arg)
 	if (n == RELAY_PURGE_BATCH)
 		tv.tv_sec = 1;
 	evtimer_add(r->purge_ev, &tv);
+	/* relay_exec() first finished the statement that was in flight: what
+	 * its answer asks for next (a mark, a claim) starts now, not at the
+	 * next wake-up. */
+	relay_next(r);
 }
 
 /* Length of "scheme://host[:port]" at the start of url. */
