@@ -136,6 +136,7 @@ struct relay {
 	struct log_limit	 stale_limit;	/* "too late to publish" */
 	int			 want_claim;	/* claim when the connection is free */
 	int			 want_mark;	/* mark the sent rows, likewise */
+	int			 marked_last;	/* the last statement was a mark */
 	unsigned		 prepared;	/* relay_stmt bits, this conn */
 	int			 followers;	/* marked rows' keys have more */
 	int			 stopping;
@@ -784,27 +785,35 @@ relay_kick(struct relay *r)
 
 /*
  * Start the next statement the relay owes, unless one is in flight: the
- * mark of the sent rows first (it may find their keys' next rows), then a
- * claim if there is room at the sink.
+ * mark of the sent rows (it may find their keys' next rows) or a claim if
+ * there is room; when both are owed, the one that did not go last.
  */
 static void
 relay_next(struct relay *r)
 {
+	int	mark, claim;
+
 	if (r->conn == NULL || r->busy != RELAY_Q_NONE)
 		return;
-	/* Marks first: a relay that kept claiming through a backlog held
-	 * its sent rows unmarked past their lease (published twice). */
-	if (r->want_mark) {
+	mark = r->want_mark && r->nsent > 0;
+	claim = r->want_claim && !r->stopping &&
+	    r->inflight < RELAY_MAX_INFLIGHT;
+	/* Taking turns bounds each one's wait to one statement of the
+	 * other.  Claims always first held acked rows unmarked past their
+	 * lease during a backlog (published twice); marks always first kept
+	 * the claims waiting while the sink answered (each answer brings
+	 * rows to mark) until it ran dry, and then it idled. */
+	if (mark && (!claim || !r->marked_last)) {
 		r->want_mark = 0;
-		if (r->nsent > 0) {
-			relay_mark_start(r);
-			return;
-		}
+		r->marked_last = 1;
+		relay_mark_start(r);
+		return;
 	}
-	if (r->want_claim) {
-		r->want_claim = 0;
-		if (!r->stopping && r->inflight < RELAY_MAX_INFLIGHT)
-			relay_claim_start(r);
+	r->want_mark = mark;
+	r->want_claim = 0;
+	if (claim) {
+		r->marked_last = 0;
+		relay_claim_start(r);
 	}
 }
 
