@@ -21,11 +21,11 @@
  * is made while enough of them are still waiting to keep the sink busy
  * until its answer comes.
  *
- * Wake-ups: LISTEN on OUTBOX_CHANNEL (a payload-free hint sent once per
- * inserting statement), plus a poll every poll_interval as the safety net,
- * plus a full pass after every (re)connect because notifications sent
- * while nobody listened are gone.  Relay 1 claims on every notification;
- * the others on their poll, and then on notifications too while their
+ * Wake-ups: relay 1 LISTENs on OUTBOX_CHANNEL (a payload-free hint sent
+ * once per inserting statement) and claims on every notification; every
+ * relay polls every poll_interval as the safety net, and makes a full pass
+ * after every (re)connect because notifications sent while nobody listened
+ * are gone.  The others start on their poll and keep claiming while their
  * claims come back full (a backlog), see relay_on_conn().
  */
 #include "config.h"
@@ -888,12 +888,12 @@ relay_on_conn(evutil_socket_t fd, short what, void *arg)
 		relay_maybe_done(r);
 		return;
 	}
-	/* Relay 1 answers every notification.  The others claim on their
-	 * poll and go on while their claims come back full: all of them
-	 * drain a backlog, but a single new order does not cost every
-	 * relay a claim (only one could get it) and the CPU they would
-	 * take from the one that does. */
-	if (r->woken && (r->index == 1 || r->backlog))
+	/* Relay 1, the only listener, answers every notification.  The
+	 * others claim on their poll and go on while their claims come back
+	 * full: all of them drain a backlog, but a single new order does not
+	 * cost every relay a claim (only one could get it) and the CPU they
+	 * would take from the one that does. */
+	if (r->woken)
 		r->want_claim = 1;
 	relay_next(r);
 }
@@ -935,15 +935,22 @@ relay_connect(struct relay *r, char *err, size_t errlen)
 		return -1;
 	}
 	PQclear(res);
-	res = PQexec(r->conn, "LISTEN " OUTBOX_CHANNEL);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		snprintf(err, errlen, "LISTEN: %s", PQresultErrorMessage(res));
+	/* Only relay 1 listens (relay_on_conn()).  A listener's backend
+	 * and the relay itself wake for every notification: at 50 orders/s
+	 * the others' wake-ups, for nothing, fell right when relay 1 and
+	 * its backend needed the two cores. */
+	if (r->index == 1) {
+		res = PQexec(r->conn, "LISTEN " OUTBOX_CHANNEL);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			snprintf(err, errlen, "LISTEN: %s",
+			    PQresultErrorMessage(res));
+			PQclear(res);
+			PQfinish(r->conn);
+			r->conn = NULL;
+			return -1;
+		}
 		PQclear(res);
-		PQfinish(r->conn);
-		r->conn = NULL;
-		return -1;
 	}
-	PQclear(res);
 	r->conn_ev = event_new(r->base, PQsocket(r->conn),
 	    EV_READ | EV_PERSIST, relay_on_conn, r);
 	if (r->conn_ev == NULL || event_add(r->conn_ev, NULL) == -1)
@@ -964,7 +971,8 @@ relay_on_reconnect(evutil_socket_t fd, short what, void *arg)
 		return;
 	if (relay_connect(r, err, sizeof(err)) == 0) {
 		log_info("reconnected to PostgreSQL after %d attempt(s); "
-		    "listening again, catching up", r->reconnect_fails + 1);
+		    "%scatching up", r->reconnect_fails + 1,
+		    r->index == 1 ? "listening again, " : "");
 		r->reconnect_delay = RELAY_RECONNECT_MIN;
 		r->reconnect_fails = 0;
 		r->want_mark = 1;	/* sent before the connection broke */
