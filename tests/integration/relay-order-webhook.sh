@@ -18,26 +18,9 @@ PER_KEY=20
 WRITERS=4
 TOTAL=$((KEYS * PER_KEY))
 
-SECRET="whsec_$(head -c 24 /dev/urandom | base64)"
-printf '%s\n' "$SECRET" >"$T_DIR/secret"
-REC=$T_DIR/webhook.jsonl
-proxy_start webhook webhook-receiver.py --secret-file "$T_DIR/secret" --record "$REC"
-WH=http://127.0.0.1:$PROXY_PORT
-
-cat >"$T_DIR/outbox.conf" <<CONF
-database = "$DATABASE_URL"
-http { listen = "127.0.0.1:$HTTP_PORT" workers = 1 }
-relay {
-	workers = 4
-	batch_size = 10
-	poll_interval = 200
-	sink = "http"
-	backoff_base = 100
-	backoff_max = 400
-}
-webhook { url = "$WH/hooks" secret = "$SECRET" timeout = 2000 }
-consumer { workers = 0 }
-CONF
+webhook_receiver_start
+webhook_conf_write "$T_DIR/outbox.conf" 2000 "workers = 4" "batch_size = 10" \
+	"poll_interval = 200" "backoff_base = 100" "backoff_max = 400"
 outboxd_start "$T_DIR/outbox.conf"
 
 sql "CREATE TABLE seq_ctr (k text PRIMARY KEY, seq integer NOT NULL DEFAULT 0);

@@ -16,29 +16,12 @@ need_binaries
 stack_up
 
 N=200
-SECRET="whsec_$(head -c 24 /dev/urandom | base64)"
-printf '%s\n' "$SECRET" >"$T_DIR/secret"
-REC=$T_DIR/webhook.jsonl
-proxy_start webhook webhook-receiver.py --secret-file "$T_DIR/secret" --record "$REC"
-WH=http://127.0.0.1:$PROXY_PORT
+webhook_receiver_start
 curl -fsS -o /dev/null -X POST "$WH/__control" \
 	--data-binary '{"script": [], "default": {"status": 204, "delay_ms": 1000}}' ||
 	die "could not script the receiver"
-
-cat >"$T_DIR/outbox.conf" <<CONF
-database = "$DATABASE_URL"
-http { listen = "127.0.0.1:$HTTP_PORT" workers = 1 }
-relay {
-	workers = 1
-	batch_size = 100
-	poll_interval = 200
-	sink = "http"
-	lease = 4000
-	max_attempts = 10
-}
-webhook { url = "$WH/hooks" secret = "$SECRET" timeout = 2000 }
-consumer { workers = 0 }
-CONF
+webhook_conf_write "$T_DIR/outbox.conf" 2000 "workers = 1" "batch_size = 100" \
+	"poll_interval = 200" "lease = 4000" "max_attempts = 10"
 outboxd_start "$T_DIR/outbox.conf"
 
 sql "INSERT INTO outbox (event_type, ordering_key, payload)

@@ -16,17 +16,13 @@
 #      retried, the row ends 'sent' with attempts = 2.
 # The secret never appears in outboxd's log.  Consumers are off (no AWS).
 . "$(dirname "$0")/../lib/common.sh"
+. "$T_LIB/relay-lib.sh"
 test_init
 need_binaries
 stack_up
 
-# a fresh whsec_ secret per run: 24 random bytes, base64
-SECRET="whsec_$(head -c 24 /dev/urandom | base64)"
-printf '%s\n' "$SECRET" >"$T_DIR/secret"
-chmod 0600 "$T_DIR/secret"
-REC=$T_DIR/webhook.jsonl
-proxy_start webhook webhook-receiver.py --secret-file "$T_DIR/secret" --record "$REC"
-WH=http://127.0.0.1:$PROXY_PORT
+# a fresh whsec_ secret per run (24 random bytes, base64) and the receiver
+webhook_receiver_start
 HOOK_TIMEOUT=1000
 
 cat >"$T_DIR/outbox.conf" <<CONF

@@ -39,6 +39,13 @@
 # order_inversions
 #	pairs of 'test.seq' rows of one key whose ids are in the opposite
 #	order of their payload's seq (the commit order).
+# webhook_receiver_start
+#	a fresh whsec_ secret (SECRET, also in $T_DIR/secret) and
+#	tests/lib/webhook-receiver.py recording every request in REC
+#	($T_DIR/webhook.jsonl); WH is its base URL.
+# webhook_conf_write FILE TIMEOUT_MS [LINE...]
+#	a configuration for relay.sink = "http" to WH/hooks: one HTTP worker,
+#	no consumer, every LINE (e.g. "workers = 4") in the relay { } section.
 
 relay_conf_write() {
 	local file=$1 tmp line
@@ -165,4 +172,30 @@ order_writers_run() {
 order_inversions() {
 	sql "SELECT count(*) FROM outbox a JOIN outbox b ON a.ordering_key = b.ordering_key AND a.id < b.id
 		WHERE a.event_type = 'test.seq' AND (a.payload->>'seq')::int > (b.payload->>'seq')::int"
+}
+
+webhook_receiver_start() {
+	SECRET="whsec_$(head -c 24 /dev/urandom | base64)"
+	printf '%s\n' "$SECRET" >"$T_DIR/secret"
+	chmod 0600 "$T_DIR/secret"
+	REC=$T_DIR/webhook.jsonl
+	proxy_start webhook webhook-receiver.py --secret-file "$T_DIR/secret" --record "$REC"
+	WH=http://127.0.0.1:$PROXY_PORT
+}
+
+webhook_conf_write() {
+	local file=$1 timeout=$2 line
+	shift 2
+	{
+		echo "database = \"$DATABASE_URL\""
+		echo "http { listen = \"127.0.0.1:$HTTP_PORT\" workers = 1 }"
+		echo "relay {"
+		echo "	sink = \"http\""
+		for line in "$@"; do
+			printf '\t%s\n' "$line"
+		done
+		echo "}"
+		echo "webhook { url = \"$WH/hooks\" secret = \"$SECRET\" timeout = $timeout }"
+		echo "consumer { workers = 0 }"
+	} >"$file"
 }
