@@ -50,13 +50,6 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS commit_seq bigint;
 -- sequence: for one key, stamp order is commit order.  Writers of one key
 -- wait for each other only for the instant of their commits.
 --
--- The lock is on one of 1,024 buckets of keys rather than on the key: a
--- transaction that writes many keys at once (a backfill) then takes at most
--- 1,024 locks.  One lock per key filled PostgreSQL's lock table at about
--- 60,000 keys ("out of shared memory": the writer's transaction failed).
--- Writers of two keys that share a bucket wait for each other's commit as
--- writers of one key do.
---
 -- Sessions that set outboxd.stamp = off skip it: outboxd's HTTP workers do,
 -- because an order.created event's key is the order's own new id, which no
 -- other row can share.  Rows without a stamp sort first, by id.
@@ -65,7 +58,7 @@ CREATE SEQUENCE IF NOT EXISTS outbox_commit_seq;
 CREATE OR REPLACE FUNCTION outbox_stamp() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-	PERFORM pg_advisory_xact_lock(2027, hashtext(NEW.ordering_key) & 1023);
+	PERFORM pg_advisory_xact_lock(2027, hashtext(NEW.ordering_key));
 	UPDATE outbox SET commit_seq = nextval('outbox_commit_seq')
 	WHERE id = NEW.id;
 	RETURN NULL;
