@@ -50,6 +50,11 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS commit_seq bigint;
 -- sequence: for one key, stamp order is commit order.  Writers of one key
 -- wait for each other only for the instant of their commits.
 --
+-- One lock per key: a transaction that writes tens of thousands of keys at
+-- once can fill PostgreSQL's lock table (see CAVEATS in outboxd(8)).  Locks
+-- on buckets of keys would cap that, but let writers of different keys
+-- deadlock when their buckets come in the opposite order.
+--
 -- Sessions that set outboxd.stamp = off skip it: outboxd's HTTP workers do,
 -- because an order.created event's key is the order's own new id, which no
 -- other row can share.  Rows without a stamp sort first, by id.
