@@ -595,7 +595,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	 * could leave no chunk publishable at all. */
 	sink_timeout = c->relay.sink == CONF_SINK_HTTP ? c->webhook.timeout :
 	    c->relay.timeout;
-	if (c->relay.lease < 2 * sink_timeout) {
+	if (c->relay.workers > 0 && c->relay.lease < 2 * sink_timeout) {
 		snprintf(err, errlen, "%s: relay.lease (%ld ms) must be at "
 		    "least twice the sink's timeout (%s = %ld ms): a publish "
 		    "must end within the lease of its claim, with time left "

@@ -27,15 +27,25 @@ db_errcpy(char *err, size_t errlen, const char *msg)
 
 /* libpq writes notices, and errors that arrive between queries (the
  * server's "terminating connection" when it restarts), to stderr by
- * default: a line in neither log format.  They go through the log. */
+ * default: a line in neither log format.  They go through the log, at
+ * warn for a WARNING or worse. */
 static void
-db_notice(void *arg, const char *message)
+db_notice(void *arg, const PGresult *res)
 {
-	char	msg[512];
+	const char	*sev, *msg;
 
 	(void)arg;
-	db_errcpy(msg, sizeof(msg), message);
-	log_info("database: %s", msg);
+	if ((sev = PQresultErrorField(res,
+	    PG_DIAG_SEVERITY_NONLOCALIZED)) == NULL &&
+	    (sev = PQresultErrorField(res, PG_DIAG_SEVERITY)) == NULL)
+		sev = "NOTICE";
+	if ((msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)) == NULL)
+		msg = "(no message)";
+	if (strcmp(sev, "WARNING") == 0 || strcmp(sev, "ERROR") == 0 ||
+	    strcmp(sev, "FATAL") == 0 || strcmp(sev, "PANIC") == 0)
+		log_warnx("database %s: %s", sev, msg);
+	else
+		log_info("database %s: %s", sev, msg);
 }
 
 /*
@@ -114,7 +124,7 @@ db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
 		PQfinish(conn);
 		return NULL;
 	}
-	PQsetNoticeProcessor(conn, db_notice, NULL);
+	PQsetNoticeReceiver(conn, db_notice, NULL);
 	return conn;
 }
 

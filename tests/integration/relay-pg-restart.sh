@@ -165,3 +165,5 @@ check_eq "after the 4 s outage: orders without a fulfillment" 0 "$(LC_ALL=C comm
 check_eq "log lines not in the log format (a bare libpq message)" 0 \
 	"$(grep -cv '^time=' "$OUTBOXD_LOG" || true)"
 { grep -v '^time=' "$OUTBOXD_LOG" || true; } | head -3 | sed 's/^/    /'
+check "the server's goodbye is logged as a warning" \
+	grep -q 'level=warn .*msg="database FATAL: terminating connection due to administrator command"' "$OUTBOXD_LOG"

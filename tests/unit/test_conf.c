@@ -263,6 +263,12 @@ test_lease_twice_timeout(void **state)
 	unlink(path);
 	assert_int_equal(c->relay.lease, 6000);
 	conf_free(c);
+	/* No relay, no lease to check. */
+	assert_int_equal(conf_load(write_conf("database = \"x\"\n"
+	    "relay { workers = 0 lease = 5000 timeout = 5000 }\n" AWSOK), &c,
+	    err, sizeof(err)), 0);
+	unlink(path);
+	conf_free(c);
 }
 
 static void
