@@ -593,8 +593,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	 * (relay.c).  Half the lease leaves the claim and that wait as much
 	 * time as the request; with less, a claim slowed by a busy server
 	 * could leave no chunk publishable at all. */
-	sink_timeout = c->relay.sink == CONF_SINK_HTTP ? c->webhook.timeout :
-	    c->relay.timeout;
+	sink_timeout = conf_sink_timeout(c);
 	if (c->relay.workers > 0 && c->relay.lease < 2 * sink_timeout) {
 		snprintf(err, errlen, "%s: relay.lease (%ld ms) must be at "
 		    "least twice the sink's timeout (%s = %ld ms): a publish "
@@ -704,6 +703,13 @@ conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 	}
 	*out = c;
 	return 0;
+}
+
+long
+conf_sink_timeout(const struct conf *c)
+{
+	return c->relay.sink == CONF_SINK_HTTP ? c->webhook.timeout :
+	    c->relay.timeout;
 }
 
 void

@@ -127,6 +127,9 @@ struct conf {
 int		 conf_load(const char *path, struct conf **out, char *err,
 		    size_t errlen);
 void		 conf_free(struct conf *);
+/* The time allowed for one request to the relays' sink, in ms:
+ * webhook.timeout for relay.sink = "http", else relay.timeout. */
+long		 conf_sink_timeout(const struct conf *);
 
 /* ---- log.c: one line per event, logfmt, with role and pid ------------- */
 

@@ -1113,8 +1113,7 @@ relay_main(struct conf *conf, int index)
 	/* The lease must cover the claim, the wait for a slot and the
 	 * request (the configuration check makes it at least twice the
 	 * request's timeout). */
-	r.wait_max = conf->relay.lease - (conf->relay.sink == CONF_SINK_HTTP ?
-	    conf->webhook.timeout : conf->relay.timeout);
+	r.wait_max = conf->relay.lease - conf_sink_timeout(conf);
 	TAILQ_INIT(&r.ready);
 	if ((r.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
