@@ -33,6 +33,7 @@
 #include <sys/queue.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,11 +93,20 @@ struct relay_chunk {
 	struct outbox_msg	 msgs[RELAY_CHUNK_MAX];
 	int			 n;
 	size_t			 bytes;		/* message sizes added up */
-	int64_t			 acked_us;	/* when the sink answered */
+	int64_t			 acked_us;	/* when the sink answered (wall
+						   clock: it becomes sent_at) */
 	int64_t			 claimed_us;	/* when its claim was sent */
 	int64_t			 answered_us;	/* ... and came back */
 	int			 at_sink;	/* handed to the sink */
-	TAILQ_ENTRY(relay_chunk) entry;		/* in ready */
+	TAILQ_ENTRY(relay_chunk) entry;		/* in ready or at_sinkq */
+};
+
+/* A row the sink took, until the mark records it. */
+struct relay_sent {
+	int64_t			 id;
+	int64_t			 claim;		/* its claim token */
+	int64_t			 acked_us;	/* as in its chunk */
+	int64_t			 claimed_us;	/* ... its lease runs from */
 };
 
 struct relay {
@@ -114,15 +124,14 @@ struct relay {
 	int			 reconnect_fails;
 	int			 inflight;	/* rows claimed, not recorded */
 	TAILQ_HEAD(, relay_chunk) ready;	/* ... waiting for a slot */
-	int			 at_sink;	/* ... at the sink */
+	TAILQ_HEAD(, relay_chunk) at_sinkq;	/* ... at the sink */
+	int			 at_sink;	/* ... how many */
 	int			 slots;		/* most chunks at the sink */
 	struct event		*record_ev;	/* records the sent rows */
-	int64_t			*sent_ids;	/* sent, not recorded yet */
-	int64_t			*sent_claims;	/* ... and their claim tokens */
-	int64_t			*sent_acks;	/* ... and their ack time, us */
+	struct relay_sent	*sent;		/* sent, not recorded yet */
 	int			 nsent;
 	int			 sent_cap;
-	int			 marking;	/* sent_ids[0..marking) are being
+	int			 marking;	/* sent[0..marking) are being
 						   marked by the query in flight */
 	int			 woken;		/* NOTIFY seen since last claim */
 	int			 backlog;	/* the last claim came back full */
@@ -130,10 +139,13 @@ struct relay {
 	PGresult		*busy_res;	/* ... its result, once read */
 	int64_t			 busy_token;	/* ... a claim's token */
 	int64_t			 busy_us;	/* ... when it was sent */
+	int64_t			 claim_cost_us;	/* how long claims take */
+	int64_t			 mark_cost_us;	/* ... and marks */
 	int			 busy_asked;	/* ... a claim's limit */
 	long			 wait_max;	/* ms a claimed chunk may wait
 						   for the sink, see relay_pump */
 	struct log_limit	 stale_limit;	/* "too late to publish" */
+	struct log_limit	 hold_limit;	/* "claims are slow" */
 	int			 want_claim;	/* claim when the connection is free */
 	int			 want_mark;	/* mark the sent rows, likewise */
 	int			 marked_last;	/* the last statement was a mark */
@@ -156,7 +168,7 @@ relay_new_claim(void)
 	    ((int64_t)time(NULL) << 20)) & INT64_MAX;
 }
 
-/* Wall-clock time in microseconds since the epoch. */
+/* Wall-clock time in microseconds since the epoch (sent_at). */
 static int64_t
 relay_now_us(void)
 {
@@ -164,6 +176,26 @@ relay_now_us(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Monotonic time in microseconds, for the relay's own durations (leases,
+ * waits): a step of the wall clock must not make them look longer or
+ * shorter. */
+static int64_t
+relay_mono_us(void)
+{
+	struct timespec	ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Remember how long a statement took, in us: the longest of the recent
+ * ones, each older one counting half as much. */
+static void
+relay_cost(int64_t *cost, int64_t took)
+{
+	*cost = took > *cost / 2 ? took : *cost / 2;
 }
 
 static void
@@ -302,6 +334,7 @@ relay_send(struct relay *r, enum relay_query q, enum relay_stmt stmt,
 		return -1;
 	}
 	r->busy = q;
+	r->busy_us = relay_mono_us();
 	return 0;
 }
 
@@ -325,19 +358,15 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 			continue;
 		if (r->nsent == r->sent_cap) {
 			r->sent_cap = r->sent_cap ? r->sent_cap * 2 : 256;
-			r->sent_ids = reallocarray(r->sent_ids, r->sent_cap,
-			    sizeof(*r->sent_ids));
-			r->sent_claims = reallocarray(r->sent_claims,
-			    r->sent_cap, sizeof(*r->sent_claims));
-			r->sent_acks = reallocarray(r->sent_acks,
-			    r->sent_cap, sizeof(*r->sent_acks));
-			if (r->sent_ids == NULL || r->sent_claims == NULL ||
-			    r->sent_acks == NULL)
+			r->sent = reallocarray(r->sent, r->sent_cap,
+			    sizeof(*r->sent));
+			if (r->sent == NULL)
 				fatal("reallocarray");
 		}
-		r->sent_ids[r->nsent] = ch->msgs[i].id;
-		r->sent_acks[r->nsent] = ch->acked_us;
-		r->sent_claims[r->nsent++] = ch->claim;
+		r->sent[r->nsent].id = ch->msgs[i].id;
+		r->sent[r->nsent].claim = ch->claim;
+		r->sent[r->nsent].acked_us = ch->acked_us;
+		r->sent[r->nsent++].claimed_us = ch->claimed_us;
 	}
 	for (i = 0; i < ch->n; i++) {
 		struct outbox_msg	*m = &ch->msgs[i];
@@ -387,6 +416,25 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 	}
 }
 
+/* One field (at byte offset off) of every queued sent row as a bigint[]
+ * literal; the caller frees it. */
+static char *
+relay_sent_array(const struct relay *r, size_t off)
+{
+	int64_t	*v;
+	char	*s;
+	int	 i;
+
+	if ((v = reallocarray(NULL, r->nsent + 1, sizeof(*v))) == NULL)
+		fatal("reallocarray");
+	for (i = 0; i < r->nsent; i++)
+		memcpy(&v[i], (const char *)&r->sent[i] + off, sizeof(*v));
+	if ((s = db_int8_array(v, r->nsent)) == NULL)
+		fatal("malloc");
+	free(v);
+	return s;
+}
+
 /*
  * Start marking every queued sent row 'sent' with one statement, each
  * guarded by the claim it was sent under; relay_marked() gets the answer.
@@ -404,10 +452,9 @@ relay_mark_start(struct relay *r)
 	char		*ids, *claims, *acks;
 	const char	*p[4];
 
-	if ((ids = db_int8_array(r->sent_ids, r->nsent)) == NULL ||
-	    (claims = db_int8_array(r->sent_claims, r->nsent)) == NULL ||
-	    (acks = db_int8_array(r->sent_acks, r->nsent)) == NULL)
-		fatal("malloc");
+	ids = relay_sent_array(r, offsetof(struct relay_sent, id));
+	claims = relay_sent_array(r, offsetof(struct relay_sent, claim));
+	acks = relay_sent_array(r, offsetof(struct relay_sent, acked_us));
 	p[0] = ids;
 	p[1] = claims;
 	p[2] = acks;
@@ -457,6 +504,7 @@ relay_marked(struct relay *r, PGresult *res)
 {
 	int	n = r->marking;
 
+	relay_cost(&r->mark_cost_us, relay_mono_us() - r->busy_us);
 	r->marking = 0;
 	if (res == NULL && r->conn == NULL)
 		return;		/* kept for after the reconnect */
@@ -470,11 +518,7 @@ relay_marked(struct relay *r, PGresult *res)
 		    PQgetvalue(res, 0, 0));
 	/* Rows sent while the mark was under way wait for the next one. */
 	r->nsent -= n;
-	memmove(r->sent_ids, r->sent_ids + n, r->nsent * sizeof(*r->sent_ids));
-	memmove(r->sent_claims, r->sent_claims + n,
-	    r->nsent * sizeof(*r->sent_claims));
-	memmove(r->sent_acks, r->sent_acks + n,
-	    r->nsent * sizeof(*r->sent_acks));
+	memmove(r->sent, r->sent + n, r->nsent * sizeof(*r->sent));
 	if (r->nsent > 0)
 		r->want_mark = 1;
 	relay_want_claim(r);
@@ -553,8 +597,10 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 	(void)msgs;
 	(void)n;
 	ch->acked_us = relay_now_us();
-	if (ch->at_sink)
+	if (ch->at_sink) {
+		TAILQ_REMOVE(&r->at_sinkq, ch, entry);
 		r->at_sink--;
+	}
 	relay_count(r, ch);
 	relay_record(r, ch);
 	r->inflight -= ch->n;
@@ -583,33 +629,54 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 }
 
 /*
- * Give a claimed chunk's rows back at once, unpublished (stopping: the
- * chunks still waiting for the sink could take longer than
- * shutdown_timeout, and a relay killed then leaves them to the lease).
+ * Give the rows of every chunk still waiting for the sink back at once,
+ * unpublished, with one statement (stopping: publishing them could take
+ * longer than shutdown_timeout, and a relay killed then leaves them to the
+ * lease).  Each row only if it is still under this relay's claim.
  */
 static void
-relay_release(struct relay *r, struct relay_chunk *ch)
+relay_release(struct relay *r)
 {
-	int64_t		 ids[RELAY_CHUNK_MAX];
-	char		*arr, claim[24];
-	const char	*p[2];
-	PGresult	*res;
-	int		 i;
+	struct relay_chunk	*ch;
+	int64_t			*ids, *claims;
+	char			*ids_arr, *claims_arr;
+	const char		*p[2];
+	PGresult		*res;
+	int			 n = 0;
 
-	for (i = 0; i < ch->n; i++)
-		ids[i] = ch->msgs[i].id;
-	if ((arr = db_int8_array(ids, ch->n)) == NULL)
+	if (TAILQ_EMPTY(&r->ready))
+		return;
+	if ((ids = reallocarray(NULL, r->inflight, sizeof(*ids))) == NULL ||
+	    (claims = reallocarray(NULL, r->inflight, sizeof(*claims))) == NULL)
+		fatal("reallocarray");
+	while ((ch = TAILQ_FIRST(&r->ready)) != NULL) {
+		int	i;
+
+		TAILQ_REMOVE(&r->ready, ch, entry);
+		for (i = 0; i < ch->n; i++) {
+			ids[n] = ch->msgs[i].id;
+			claims[n++] = ch->claim;
+		}
+		r->inflight -= ch->n;
+		relay_chunk_free(ch);
+	}
+	if ((ids_arr = db_int8_array(ids, n)) == NULL ||
+	    (claims_arr = db_int8_array(claims, n)) == NULL)
 		fatal("malloc");
-	snprintf(claim, sizeof(claim), "%" PRId64, ch->claim);
-	p[0] = arr;
-	p[1] = claim;
-	res = relay_exec(r, "UPDATE outbox SET claim = NULL, "
-	    "available_at = now() WHERE id = ANY ($1::bigint[]) "
-	    "AND claim = $2", 2, p, PGRES_COMMAND_OK);
+	p[0] = ids_arr;
+	p[1] = claims_arr;
+	res = relay_exec(r, "UPDATE outbox o SET claim = NULL, "
+	    "available_at = now() FROM unnest($1::bigint[], $2::bigint[]) "
+	    "AS d(id, claim) WHERE o.id = d.id AND o.claim = d.claim", 2, p,
+	    PGRES_COMMAND_OK);
+	if (res != NULL)
+		log_info("gave back %s claimed row(s) not yet published",
+		    PQcmdTuples(res));
 	PQclear(res);
-	free(arr);
-	r->inflight -= ch->n;
-	relay_chunk_free(ch);
+	free(ids_arr);
+	free(claims_arr);
+	free(ids);
+	free(claims);
 }
 
 /*
@@ -625,14 +692,13 @@ relay_pump(struct relay *r)
 	struct relay_chunk	*ch;
 	int64_t			 now;
 
-	while ((r->at_sink < r->slots || r->stopping) &&
-	    (ch = TAILQ_FIRST(&r->ready)) != NULL) {
+	if (r->stopping) {
+		relay_release(r);
+		return;
+	}
+	while (r->at_sink < r->slots && (ch = TAILQ_FIRST(&r->ready)) != NULL) {
 		TAILQ_REMOVE(&r->ready, ch, entry);
-		if (r->stopping) {
-			relay_release(r, ch);
-			continue;
-		}
-		now = relay_now_us();
+		now = relay_mono_us();
 		if ((now - ch->claimed_us) / 1000 >= r->wait_max) {
 			log_limited(&r->stale_limit, LOG_LEVEL_WARN,
 			    "too late to publish within the lease: %d claimed "
@@ -647,11 +713,13 @@ relay_pump(struct relay *r)
 		}
 		ch->at_sink = 1;
 		r->at_sink++;
+		TAILQ_INSERT_TAIL(&r->at_sinkq, ch, entry);
 		if (r->sink->publish(r->httpc, r->conf, ch->msgs, ch->n,
 		    relay_published, ch) == -1) {
 			/* Not started: the lease brings the rows back. */
 			log_warnx("could not start a publish of %d "
 			    "message(s)", ch->n);
+			TAILQ_REMOVE(&r->at_sinkq, ch, entry);
 			r->at_sink--;
 			r->inflight -= ch->n;
 			relay_chunk_free(ch);
@@ -659,8 +727,9 @@ relay_pump(struct relay *r)
 	}
 }
 
-/* Queue a claimed chunk for the sink; one whose messages are all decided
- * already (too large) is recorded at once. */
+/* Queue a claimed chunk for the sink (relay_pump() hands it on); one
+ * whose messages are all decided already (too large) is recorded at
+ * once. */
 static void
 relay_send_chunk(struct relay *r, struct relay_chunk *ch)
 {
@@ -675,7 +744,6 @@ relay_send_chunk(struct relay *r, struct relay_chunk *ch)
 		return;
 	}
 	TAILQ_INSERT_TAIL(&r->ready, ch, entry);
-	relay_pump(r);
 }
 
 /*
@@ -694,7 +762,6 @@ relay_claim_start(struct relay *r)
 	if (room > r->conf->relay.batch_size)
 		room = r->conf->relay.batch_size;
 	r->busy_token = relay_new_claim();
-	r->busy_us = relay_now_us();
 	r->busy_asked = room;
 	snprintf(claim, sizeof(claim), "%" PRId64, r->busy_token);
 	snprintf(lease, sizeof(lease), "%ld", r->conf->relay.lease);
@@ -722,9 +789,10 @@ relay_claimed(struct relay *r, PGresult *res)
 {
 	struct relay_chunk	*ch = NULL;
 	size_t			 size, budget = r->conf->relay.max_message_size;
-	int64_t			 now = relay_now_us();
+	int64_t			 now = relay_mono_us();
 	int			 i, n;
 
+	relay_cost(&r->claim_cost_us, now - r->busy_us);
 	n = res != NULL ? PQntuples(res) : -1;
 	r->backlog = n == r->busy_asked;
 	r->want_claim = n >= 0 && (n == r->busy_asked || r->woken);
@@ -771,6 +839,7 @@ relay_claimed(struct relay *r, PGresult *res)
 	}
 	if (ch != NULL)
 		relay_send_chunk(r, ch);
+	relay_pump(r);
 	if (n > 0)
 		log_debug("claimed %d row(s)", n);
 }
@@ -781,6 +850,49 @@ relay_kick(struct relay *r)
 {
 	r->want_claim = 1;
 	relay_next(r);
+}
+
+/*
+ * Must the next claim wait?  A mark owed while a claim is in flight waits
+ * for the claim's answer (one statement at a time on the connection).
+ * When claims are slow (a loaded server, a lock) against the lease, the
+ * mark of rows the sink acks meanwhile can then come after their lease
+ * has ended, when another relay's claim may have taken them again: they
+ * would be published twice.  So a claim is held while it, and the mark
+ * after it, could end (twice the time they took lately) after the lease
+ * of a row this relay claimed and has not marked yet.  The rows at the
+ * sink come back, or are left to their lease by relay_pump(), within the
+ * sink's timeout; once they are marked the claims go on.
+ */
+static int
+relay_claim_held(struct relay *r)
+{
+	const struct relay_chunk	*ch;
+	int64_t				 oldest = INT64_MAX, need, left;
+	int				 i;
+
+	TAILQ_FOREACH(ch, &r->ready, entry)
+		if (ch->claimed_us < oldest)
+			oldest = ch->claimed_us;
+	TAILQ_FOREACH(ch, &r->at_sinkq, entry)
+		if (ch->claimed_us < oldest)
+			oldest = ch->claimed_us;
+	for (i = 0; i < r->nsent; i++)
+		if (r->sent[i].claimed_us < oldest)
+			oldest = r->sent[i].claimed_us;
+	if (oldest == INT64_MAX)
+		return 0;
+	need = 2 * (r->claim_cost_us + r->mark_cost_us);
+	left = oldest + r->conf->relay.lease * 1000 - relay_mono_us();
+	if (need < left)
+		return 0;
+	log_limited(&r->hold_limit, LOG_LEVEL_WARN, "claims are slow (%lld "
+	    "ms lately, a mark %lld ms): the next claim waits until the %d "
+	    "row(s) this relay holds are marked, their lease ends in %lld ms",
+	    (long long)r->claim_cost_us / 1000,
+	    (long long)r->mark_cost_us / 1000, r->inflight + r->nsent,
+	    (long long)(left > 0 ? left / 1000 : 0));
+	return 1;
 }
 
 /*
@@ -797,7 +909,7 @@ relay_next(struct relay *r)
 		return;
 	mark = r->want_mark && r->nsent > 0;
 	claim = r->want_claim && !r->stopping &&
-	    r->inflight < RELAY_MAX_INFLIGHT;
+	    r->inflight < RELAY_MAX_INFLIGHT && !relay_claim_held(r);
 	/* Taking turns bounds each one's wait to one statement of the
 	 * other.  Claims always first held acked rows unmarked past their
 	 * lease during a backlog (published twice); marks always first kept
@@ -810,8 +922,8 @@ relay_next(struct relay *r)
 		return;
 	}
 	r->want_mark = mark;
-	r->want_claim = 0;
 	if (claim) {
+		r->want_claim = 0;
 		r->marked_last = 0;
 		relay_claim_start(r);
 	}
@@ -1115,6 +1227,7 @@ relay_main(struct conf *conf, int index)
 	 * request's timeout). */
 	r.wait_max = conf->relay.lease - conf_sink_timeout(conf);
 	TAILQ_INIT(&r.ready);
+	TAILQ_INIT(&r.at_sinkq);
 	if ((r.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
 	if ((r.httpc = httpc_new(r.base)) == NULL)
@@ -1166,9 +1279,7 @@ relay_main(struct conf *conf, int index)
 	event_free(r.poll_ev);
 	event_free(r.reconnect_ev);
 	event_free(r.record_ev);
-	free(r.sent_ids);
-	free(r.sent_claims);
-	free(r.sent_acks);
+	free(r.sent);
 	if (r.purge_ev != NULL)
 		event_free(r.purge_ev);
 	httpc_free(r.httpc);

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# relay-slow-claim.sh -- claims that take 1.5 s (a loaded server) and a
+# webhook receiver that takes 1.7 s, four relays, lease = 4000 ms and
+# webhook.timeout = 2000 ms.  A relay's mark goes out on the connection
+# its claims use: a mark owed while a slow claim is in flight waits for
+# it, and it can come after the lease of the rows it marks has ended;
+# another relay's claim then takes the rows again and they are delivered
+# twice.  A relay holds its next claim while such a claim would end after
+# the lease of rows it has not marked yet.
+# Asserts: the warning is logged; every row ends 'sent' after one attempt;
+# the receiver got exactly one request per row, with as many distinct
+# webhook-ids (before the hold: 312 requests for 200 rows).
+. "$(dirname "$0")/../lib/common.sh"
+. "$T_LIB/relay-lib.sh"
+test_init
+need_binaries
+stack_up
+
+N=200
+webhook_receiver_start
+curl -fsS -o /dev/null -X POST "$WH/__control" \
+	--data-binary '{"script": [], "default": {"status": 204, "delay_ms": 1700}}' ||
+	die "could not script the receiver"
+# The slow claim: the real one, then a sleep while it still holds the rows.
+sql "ALTER FUNCTION outbox_claim(bigint, bigint, integer) RENAME TO outbox_claim_fast;
+CREATE FUNCTION outbox_claim(p_claim bigint, p_lease_ms bigint, p_limit integer)
+RETURNS TABLE (id bigint, event_type text, ordering_key text, payload text,
+    attempts integer, created_at timestamptz)
+LANGUAGE plpgsql AS \$\$
+BEGIN
+	RETURN QUERY SELECT * FROM outbox_claim_fast(p_claim, p_lease_ms, p_limit);
+	PERFORM pg_sleep(1.5);
+END;
+\$\$" >/dev/null
+webhook_conf_write "$T_DIR/outbox.conf" 2000 "workers = 4" "batch_size = 32" \
+	"poll_interval = 200" "lease = 4000" "max_attempts = 10"
+outboxd_start "$T_DIR/outbox.conf"
+
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+	SELECT 'order.created', 'k' || i, json_build_object('n', i)
+	FROM generate_series(1, $N) i"
+all_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")" = "$N" ]; }
+wait_until 180 "all $N rows sent" all_sent || true
+outboxd_stop
+
+grep -m1 'claims are slow' "$OUTBOXD_LOG" | sed 's/^/    /' || true
+check "claims were held while rows at the sink had little lease left (warning logged)" \
+	grep -qE 'claims are slow \([0-9]+ ms lately, a mark [0-9]+ ms\): the next claim waits until the [0-9]+ row\(s\) this relay holds are marked, their lease ends in [0-9]+ ms' "$OUTBOXD_LOG"
+check_eq "rows sent" "$N" "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")"
+check_eq "rows published more than once (attempts > 1)" 0 \
+	"$(sql "SELECT count(*) FROM outbox WHERE attempts > 1")"
+check_eq "requests the receiver got (one per row)" "$N" "$(wc -l <"$REC")"
+check_eq "distinct webhook-ids among them" "$N" \
+	"$(jq -r '.headers["webhook-id"]' "$REC" | sort -u | wc -l)"
