@@ -689,6 +689,24 @@ http_db_log_result(struct http_db *db, const PGresult *res)
 	    buf, sizeof(buf)), state != NULL ? state : "none");
 }
 
+/*
+ * Did the server refuse the order itself: a constraint or a data error
+ * (SQLSTATE classes 23 and 22), or an exception raised by a trigger of the
+ * user's (P0001)?  Retrying the same order cannot change that, so the
+ * client gets a 422 with the server's message rather than a 503, which
+ * says "try again".  Any other failure (the connection, a serialization
+ * failure, a shutdown) may pass.  Source: PostgreSQL documentation,
+ * Appendix A "PostgreSQL Error Codes".
+ */
+static int
+http_res_refused(const PGresult *res)
+{
+	const char	*state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	return state != NULL && (strncmp(state, "22", 2) == 0 ||
+	    strncmp(state, "23", 2) == 0 || strcmp(state, "P0001") == 0);
+}
+
 /* Answer req with the order in row of res, columns col..col+3 (id,
  * customer, amount, created): 201 and its Location when it was created. */
 static void
@@ -770,7 +788,15 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		http_db_log_result(db, res);
-		http_unavailable(w, req);
+		if (job->kind == HTTP_JOB_INSERT && http_res_refused(res)) {
+			char	buf[400], msg[512];
+
+			snprintf(msg, sizeof(msg), "the database refused the "
+			    "order: %s", http_pgmsg(PQresultErrorField(res,
+			    PG_DIAG_MESSAGE_PRIMARY), buf, sizeof(buf)));
+			http_error(w, req, 422, "order_refused", msg);
+		} else
+			http_unavailable(w, req);
 		return;
 	}
 	if (job->kind == HTTP_JOB_GET && PQntuples(res) == 0) {

@@ -110,15 +110,17 @@ check_eq "orders whose 201 or stored row does not carry their own customerId" 0 
 
 # A 201 only after the commit: a transaction can still fail at its commit
 # (here a deferred constraint trigger of the user's on orders), after the
-# statement itself returned the new row.  That order must get a 503 and
-# leave no row; the next order is served as usual.
+# statement itself returned the new row.  That order must get a 422 (the
+# database refused it: retrying cannot help) with the trigger's message,
+# and leave no row; the next order is served as usual.
 sql "CREATE FUNCTION e2e_refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$
 BEGIN RAISE EXCEPTION 'refused at commit'; END \$\$;
 CREATE CONSTRAINT TRIGGER e2e_refuse AFTER INSERT ON orders DEFERRABLE INITIALLY DEFERRED
 FOR EACH ROW WHEN (NEW.customer_id = 'refused-at-commit') EXECUTE FUNCTION e2e_refuse();"
 post_order refused-at-commit 5
-check_eq "an order whose commit fails: HTTP status" 503 "$HTTP_STATUS"
-check "  ... with a JSON error body" jq_true '.error == "database_unavailable"' "$HTTP_BODY"
+check_eq "an order whose commit fails: HTTP status" 422 "$HTTP_STATUS"
+check "  ... with a JSON error body that gives the database's reason" \
+	jq_true '.error == "order_refused" and (.message | endswith("refused at commit"))' "$HTTP_BODY"
 check_eq "  ... and no orders row" 0 "$(sql "SELECT count(*) FROM orders WHERE customer_id = 'refused-at-commit'")"
 post_order after-refused 6
 check_eq "the next order: HTTP status" 201 "$HTTP_STATUS"
@@ -126,7 +128,7 @@ check_eq "the next order: HTTP status" 201 "$HTTP_STATUS"
 # The same refusal inside a group commit: concurrent orders wait behind the
 # busy connection and are written by one statement; when its commit fails,
 # the others must still be written (one by one), and only the refused one
-# gets the 503.  Bursts repeat until the log shows such a split.
+# gets the 422.  Bursts repeat until the log shows such a split.
 cat >"$T_DIR/refuse.py" <<'PYEOF'
 import http.client, json, sys, threading
 from urllib.parse import urlparse
@@ -157,7 +159,7 @@ for run in 1 2 3 4 5 6; do
 done
 check_eq "a group commit with a refused order was split and retried (seen in the log)" 1 "$split_seen"
 check_eq "  ... good orders of those bursts not answered 201" 0 "$good_lost"
-check_eq "  ... the refused order's HTTP status" 503 "${refused_code:-none}"
+check_eq "  ... the refused order's HTTP status" 422 "${refused_code:-none}"
 check_eq "  ... good orders stored" "$(sql "SELECT count(*) FROM orders WHERE customer_id LIKE 'good-%'")" \
 	"$(sql "SELECT count(*) FROM outbox WHERE payload->>'customerId' LIKE 'good-%'")"
 check_eq "  ... and no refused order stored" 0 "$(sql "SELECT count(*) FROM orders WHERE customer_id = 'refused-at-commit'")"

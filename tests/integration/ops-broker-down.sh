@@ -100,3 +100,6 @@ check_eq "outboxd_database_up with PostgreSQL down" 0 "$(sample "$M.5" outboxd_d
 check "the exposition with PostgreSQL down passes promtool" promtool_ok "$M.5"
 http GET /healthz
 check_eq "GET /healthz (liveness) with PostgreSQL down" 200 "$HTTP_STATUS"
+post_order while-pg-down 1
+check_eq "POST /orders with PostgreSQL down: 503 (try again), not a refusal" 503 "$HTTP_STATUS"
+check "  ... with a JSON error body" jq_true '.error == "database_unavailable"' "$HTTP_BODY"
