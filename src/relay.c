@@ -57,6 +57,9 @@
 #define RELAY_PURGE_BATCH	500	/* sent rows deleted per statement */
 #define RELAY_PURGE_ROUNDS	20	/* statements per retention pass */
 #define RELAY_PURGE_EVERY	60	/* s between retention passes */
+#define RELAY_PURGE_GAP		100	/* ms between its statements, at
+					   least, while claims and marks
+					   are owed */
 
 /* SQS counts the attribute's name, type and value toward the size. */
 #define RELAY_ATTR_OVERHEAD	(sizeof("EventType") - 1 + sizeof("String") - 1)
@@ -84,7 +87,7 @@ static const int relay_sink_slots[] = {
 struct relay;
 
 /* The statement in flight on a relay's connection, if any. */
-enum relay_query { RELAY_Q_NONE, RELAY_Q_CLAIM, RELAY_Q_SENT };
+enum relay_query { RELAY_Q_NONE, RELAY_Q_CLAIM, RELAY_Q_SENT, RELAY_Q_PURGE };
 
 /* Up to RELAY_CHUNK_MAX messages published with one sink call. */
 struct relay_chunk {
@@ -149,6 +152,10 @@ struct relay {
 	int			 want_claim;	/* claim when the connection is free */
 	int			 want_mark;	/* mark the sent rows, likewise */
 	int			 marked_last;	/* the last statement was a mark */
+	int			 want_purge;	/* a retention pass is under way */
+	int			 purge_rounds;	/* ... its statements so far */
+	long			 purge_total;	/* ... rows it deleted */
+	int64_t			 purge_last_us;	/* ... its last statement ended */
 	unsigned		 prepared;	/* relay_stmt bits, this conn */
 	int			 followers;	/* marked rows' keys have more */
 	int			 stopping;
@@ -159,6 +166,8 @@ static void	relay_pump(struct relay *);
 static void	relay_next(struct relay *);
 static void	relay_finish(struct relay *);
 static void	relay_disconnect(struct relay *, const char *);
+static void	relay_purge_start(struct relay *);
+static void	relay_purged(struct relay *, PGresult *);
 
 static int64_t
 relay_new_claim(void)
@@ -265,11 +274,12 @@ relay_backoff(const struct conf *c, int attempts, long retry_after)
 /* The hot statements, prepared once per connection (bits of prepared):
  * parsing and planning them again for every claim cost the server about
  * as much as running them. */
-enum relay_stmt { RELAY_CLAIM = 1, RELAY_SENT = 2 };
+enum relay_stmt { RELAY_CLAIM = 1, RELAY_SENT = 2, RELAY_PURGE = 4 };
 
 static const char *const relay_stmt_names[] = {
 	[RELAY_CLAIM] = "outboxd_relay_claim",
 	[RELAY_SENT] = "outboxd_relay_sent",
+	[RELAY_PURGE] = "outboxd_relay_purge",
 };
 
 /* After a statement failed: disconnect (and reconnect later) when the
@@ -910,6 +920,13 @@ relay_next(struct relay *r)
 	mark = r->want_mark && r->nsent > 0;
 	claim = r->want_claim && !r->stopping &&
 	    r->inflight < RELAY_MAX_INFLIGHT && !relay_claim_held(r);
+	/* Retention goes when nothing else is owed, or once per
+	 * RELAY_PURGE_GAP while claims and marks keep coming. */
+	if (r->want_purge && !r->stopping && ((!mark && !claim) ||
+	    relay_mono_us() - r->purge_last_us >= RELAY_PURGE_GAP * 1000)) {
+		relay_purge_start(r);
+		return;
+	}
 	/* Taking turns bounds each one's wait to one statement of the
 	 * other.  Claims always first held acked rows unmarked past their
 	 * lease during a backlog (published twice); marks always first kept
@@ -940,15 +957,18 @@ relay_complete(struct relay *r)
 
 	r->busy = RELAY_Q_NONE;
 	r->busy_res = NULL;
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+	if (PQresultStatus(res) != (q == RELAY_Q_PURGE ? PGRES_COMMAND_OK :
+	    PGRES_TUPLES_OK)) {
 		relay_failed(r, res);
 		PQclear(res);
 		res = NULL;
 	}
 	if (q == RELAY_Q_CLAIM)
 		relay_claimed(r, res);
-	else
+	else if (q == RELAY_Q_SENT)
 		relay_marked(r, res);
+	else
+		relay_purged(r, res);
 	PQclear(res);
 }
 
@@ -1135,52 +1155,65 @@ relay_disconnect(struct relay *r, const char *why)
 }
 
 /*
- * Retention: delete sent rows older than relay.retention in small batches,
- * oldest first, so no statement holds many row locks or runs long next to
- * the inserts.  Runs in relay 1 of every instance; a pass that found more
- * comes back in a second, else in RELAY_PURGE_EVERY.
+ * Retention: delete sent rows older than relay.retention in small batches
+ * (RELAY_PURGE_BATCH, oldest first, up to RELAY_PURGE_ROUNDS statements a
+ * pass), so no statement holds many row locks or runs long next to the
+ * inserts.  Runs in relay 1 of every instance; a pass that found more
+ * comes back in a second, else in RELAY_PURGE_EVERY.  Each statement goes
+ * out like a claim, without waiting, and takes its turn in relay_next():
+ * 20 deletes in a row, each waited for, held relay 1 (the one that answers
+ * notifications) for up to a second.
  */
 static void
 relay_on_purge(evutil_socket_t fd, short what, void *arg)
 {
 	struct relay	*r = arg;
-	struct timeval	 tv = { RELAY_PURGE_EVERY, 0 };
-	char		 age[24], lim[24];
-	const char	*p[2];
-	PGresult	*res;
-	long		 total = 0;
-	int		 i, n = 0;
 
 	(void)fd;
 	(void)what;
+	r->want_purge = 1;
+	r->purge_rounds = 0;
+	r->purge_total = 0;
+	relay_next(r);
+}
+
+static void
+relay_purge_start(struct relay *r)
+{
+	char		 age[24], lim[24];
+	const char	*p[2];
+
 	snprintf(age, sizeof(age), "%ld", r->conf->relay.retention);
 	snprintf(lim, sizeof(lim), "%d", RELAY_PURGE_BATCH);
 	p[0] = age;
 	p[1] = lim;
-	for (i = 0; i < RELAY_PURGE_ROUNDS && !r->stopping; i++) {
-		res = relay_exec(r, "DELETE FROM outbox WHERE "
-		    "id IN (SELECT id FROM outbox WHERE status = 'sent' AND "
-		    "sent_at < now() - $1 * interval '1 second' "
-		    "ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)", 2, p,
-		    PGRES_COMMAND_OK);
-		if (res == NULL)
-			break;
-		n = atoi(PQcmdTuples(res));
-		PQclear(res);
-		total += n;
-		if (n < RELAY_PURGE_BATCH)
-			break;
-	}
-	if (total > 0)
+	if (relay_send(r, RELAY_Q_PURGE, RELAY_PURGE, "DELETE FROM outbox "
+	    "WHERE id IN (SELECT id FROM outbox WHERE status = 'sent' AND "
+	    "sent_at < now() - $1 * interval '1 second' "
+	    "ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)", 2, p) == -1 &&
+	    r->conn != NULL)
+		relay_purged(r, NULL);	/* logged; the pass ends */
+}
+
+/* A retention statement's answer (res NULL: it failed): go on with the
+ * pass, or end it and set the time of the next. */
+static void
+relay_purged(struct relay *r, PGresult *res)
+{
+	struct timeval	 tv = { RELAY_PURGE_EVERY, 0 };
+	int		 n = res != NULL ? atoi(PQcmdTuples(res)) : 0;
+
+	r->purge_last_us = relay_mono_us();
+	r->purge_total += n;
+	if (n == RELAY_PURGE_BATCH && ++r->purge_rounds < RELAY_PURGE_ROUNDS)
+		return;			/* want_purge: the next statement */
+	r->want_purge = 0;
+	if (r->purge_total > 0)
 		log_info("retention: deleted %ld sent row(s) older than %ld s",
-		    total, r->conf->relay.retention);
+		    r->purge_total, r->conf->relay.retention);
 	if (n == RELAY_PURGE_BATCH)
 		tv.tv_sec = 1;
 	evtimer_add(r->purge_ev, &tv);
-	/* relay_exec() first finished the statement that was in flight: what
-	 * its answer asks for next (a mark, a claim) starts now, not at the
-	 * next wake-up. */
-	relay_next(r);
 }
 
 /* Length of "scheme://host[:port]" at the start of url. */
