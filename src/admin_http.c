@@ -55,15 +55,6 @@ struct admin_worker {
 	int			 db_failing;	/* log a failing database once */
 };
 
-static uint64_t
-admin_now_us(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 static void
 admin_send(struct evhttp_request *req, int code, const char *body)
 {
@@ -308,7 +299,7 @@ admin_request(struct evhttp_request *req, void *arg)
 	const char		*path = uri != NULL ? evhttp_uri_get_path(uri) :
 				    NULL;
 	enum evhttp_cmd_type	 m = evhttp_request_get_command(req);
-	uint64_t		 t0 = admin_now_us();
+	uint64_t		 t0 = (uint64_t)clock_mono_us();
 	char			 err[512];
 	cJSON			*j;
 	PGconn			*pg;
@@ -367,7 +358,7 @@ admin_request(struct evhttp_request *req, void *arg)
 		break;
 	}
 done:
-	metrics_http_request(route, code, admin_now_us() - t0);
+	metrics_http_request(route, code, (uint64_t)clock_mono_us() - t0);
 }
 
 static void

@@ -259,7 +259,6 @@ consumer_process(struct consumer *c, struct sqs_message *msgs, int n)
 	struct consumer_batch	*b;
 	struct consumer_job	*job;
 	struct fulfillment	 f;
-	struct timespec		 ts;
 	char			 err[256], now[32], *body;
 	size_t			 len;
 	int			 i;
@@ -291,9 +290,7 @@ consumer_process(struct consumer *c, struct sqs_message *msgs, int n)
 			    msgs[i].receive_count, err);
 			continue;
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ddb_timestamp(now, sizeof now,
-		    (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+		ddb_timestamp(now, sizeof now, clock_wall_us() / 1000);
 		body = ddb_fulfillment_put_body(c->conf->dynamodb_table, &f,
 		    now, &len);
 		job->order_id = f.order_id;	/* keep for the log */

@@ -276,13 +276,11 @@ static int	http_notify_claim(struct http_worker *);
 static void	http_stats_reply(struct http_worker *, struct evhttp_request *,
 		    int, const char *);
 
+/* Monotonic seconds, for idle timeouts. */
 static time_t
 http_now(void)
 {
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
+	return (time_t)(clock_mono_us() / 1000000);
 }
 
 static struct timeval
@@ -296,15 +294,6 @@ http_tv(long ms)
 }
 
 /* ---- request metrics -------------------------------------------------- */
-
-static uint64_t
-http_now_us(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 static size_t
 http_timing_slot(const struct evhttp_request *req)
@@ -324,7 +313,7 @@ http_timing_start(const struct evhttp_request *req, int route)
 	for (n = 0; n < HTTP_TIMING_SLOTS; n++) {
 		if (http_timings[i].req == NULL || http_timings[i].req == req) {
 			http_timings[i].req = req;
-			http_timings[i].t0 = http_now_us();
+			http_timings[i].t0 = (uint64_t)clock_mono_us();
 			http_timings[i].route = route;
 			return;
 		}
@@ -344,7 +333,7 @@ http_timing_end(const struct evhttp_request *req, int code)
 		i = (i + 1) & (HTTP_TIMING_SLOTS - 1);
 	}
 	metrics_http_request(http_timings[i].route, code,
-	    http_now_us() - http_timings[i].t0);
+	    (uint64_t)clock_mono_us() - http_timings[i].t0);
 	/* Move later entries of the probe run into the hole. */
 	for (j = i;;) {
 		j = (j + 1) & (HTTP_TIMING_SLOTS - 1);

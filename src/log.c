@@ -269,21 +269,12 @@ log_kv(int level, const char *const *kv, const char *fmt, ...)
 	va_end(ap);
 }
 
-static long long
-log_now_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Whether rl lets a line through now; if so, the suffix that counts the
  * lines held back since the last one. */
 static int
 log_limit_pass(struct log_limit *rl, char *suffix, size_t len)
 {
-	long long	now = log_now_ms();
+	long long	now = (long long)(clock_mono_us() / 1000);
 
 	suffix[0] = '\0';
 	if (rl->next != 0 && now < rl->next) {

@@ -74,13 +74,11 @@ struct master {
 	struct event		*reload_timer;	/* a held reload */
 };
 
+/* Monotonic milliseconds. */
 static long long
 master_now(void)
 {
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (long long)(clock_mono_us() / 1000);
 }
 
 /* systemd's sd_notify protocol: one datagram to $NOTIFY_SOCKET.  A few

@@ -152,15 +152,6 @@ const char metrics_outbox_sql[] =
 	"::bigint FROM outbox WHERE status = 'pending' ORDER BY id LIMIT 1), "
 	"(SELECT paused FROM outbox_control WHERE id = 1)";
 
-static int64_t
-metrics_mono_ms(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int
 metrics_init(void)
 {
@@ -333,7 +324,7 @@ metrics_outbox_put(int state, int64_t pending, int64_t failed,
 	    error[i] != '\0'; i++)
 		STORE(&o->error[i], error[i]);
 	STORE(&o->error[i], '\0');
-	__atomic_store_n(&o->at_ms, metrics_mono_ms(), __ATOMIC_RELEASE);
+	__atomic_store_n(&o->at_ms, (clock_mono_us() / 1000), __ATOMIC_RELEASE);
 }
 
 int
@@ -344,7 +335,7 @@ metrics_outbox_fresh(void)
 	if (metrics_shm == NULL)
 		return 0;
 	at = __atomic_load_n(&metrics_shm->outbox.at_ms, __ATOMIC_ACQUIRE);
-	return at != 0 && metrics_mono_ms() - at < METRICS_CACHE_MS;
+	return at != 0 && (clock_mono_us() / 1000) - at < METRICS_CACHE_MS;
 }
 
 void
@@ -538,7 +529,7 @@ metrics_render(size_t *len)
 		    "%" PRId64 "\n", LOAD(&o->failed));
 		age = LOAD(&o->oldest_ms);
 		if (age >= 0)
-			age += metrics_mono_ms() - at;
+			age += (clock_mono_us() / 1000) - at;
 		metrics_family(&b, "outboxd_outbox_oldest_pending_age_seconds",
 		    "gauge", "Age of the oldest pending outbox row; 0 when none "
 		    "is pending.");

@@ -131,6 +131,10 @@ void		 conf_free(struct conf *);
  * webhook.timeout for relay.sink = "http", else relay.timeout. */
 long		 conf_sink_timeout(const struct conf *);
 
+/* ---- clock.c: microseconds, monotonic for durations, wall for instants  */
+int64_t		 clock_mono_us(void);	/* CLOCK_MONOTONIC */
+int64_t		 clock_wall_us(void);	/* CLOCK_REALTIME, since the epoch */
+
 /* ---- log.c: one line per event, logfmt, with role and pid ------------- */
 
 enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN,

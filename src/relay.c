@@ -177,28 +177,6 @@ relay_new_claim(void)
 	    ((int64_t)time(NULL) << 20)) & INT64_MAX;
 }
 
-/* Wall-clock time in microseconds since the epoch (sent_at). */
-static int64_t
-relay_now_us(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* Monotonic time in microseconds, for the relay's own durations (leases,
- * waits): a step of the wall clock must not make them look longer or
- * shorter. */
-static int64_t
-relay_mono_us(void)
-{
-	struct timespec	ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* Remember how long a statement took, in us: the longest of the recent
  * ones, each older one counting half as much. */
 static void
@@ -344,7 +322,7 @@ relay_send(struct relay *r, enum relay_query q, enum relay_stmt stmt,
 		return -1;
 	}
 	r->busy = q;
-	r->busy_us = relay_mono_us();
+	r->busy_us = clock_mono_us();
 	return 0;
 }
 
@@ -514,7 +492,7 @@ relay_marked(struct relay *r, PGresult *res)
 {
 	int	n = r->marking;
 
-	relay_cost(&r->mark_cost_us, relay_mono_us() - r->busy_us);
+	relay_cost(&r->mark_cost_us, clock_mono_us() - r->busy_us);
 	r->marking = 0;
 	if (res == NULL && r->conn == NULL)
 		return;		/* kept for after the reconnect */
@@ -606,7 +584,7 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 
 	(void)msgs;
 	(void)n;
-	ch->acked_us = relay_now_us();
+	ch->acked_us = clock_wall_us();
 	if (ch->at_sink) {
 		TAILQ_REMOVE(&r->at_sinkq, ch, entry);
 		r->at_sink--;
@@ -708,7 +686,7 @@ relay_pump(struct relay *r)
 	}
 	while (r->at_sink < r->slots && (ch = TAILQ_FIRST(&r->ready)) != NULL) {
 		TAILQ_REMOVE(&r->ready, ch, entry);
-		now = relay_mono_us();
+		now = clock_mono_us();
 		if ((now - ch->claimed_us) / 1000 >= r->wait_max) {
 			log_limited(&r->stale_limit, LOG_LEVEL_WARN,
 			    "too late to publish within the lease: %d claimed "
@@ -799,7 +777,7 @@ relay_claimed(struct relay *r, PGresult *res)
 {
 	struct relay_chunk	*ch = NULL;
 	size_t			 size, budget = r->conf->relay.max_message_size;
-	int64_t			 now = relay_mono_us();
+	int64_t			 now = clock_mono_us();
 	int			 i, n;
 
 	relay_cost(&r->claim_cost_us, now - r->busy_us);
@@ -893,7 +871,7 @@ relay_claim_held(struct relay *r)
 	if (oldest == INT64_MAX)
 		return 0;
 	need = 2 * (r->claim_cost_us + r->mark_cost_us);
-	left = oldest + r->conf->relay.lease * 1000 - relay_mono_us();
+	left = oldest + r->conf->relay.lease * 1000 - clock_mono_us();
 	if (need < left)
 		return 0;
 	log_limited(&r->hold_limit, LOG_LEVEL_WARN, "claims are slow (%lld "
@@ -923,7 +901,7 @@ relay_next(struct relay *r)
 	/* Retention goes when nothing else is owed, or once per
 	 * RELAY_PURGE_GAP while claims and marks keep coming. */
 	if (r->want_purge && !r->stopping && ((!mark && !claim) ||
-	    relay_mono_us() - r->purge_last_us >= RELAY_PURGE_GAP * 1000)) {
+	    clock_mono_us() - r->purge_last_us >= RELAY_PURGE_GAP * 1000)) {
 		relay_purge_start(r);
 		return;
 	}
@@ -1203,7 +1181,7 @@ relay_purged(struct relay *r, PGresult *res)
 	struct timeval	 tv = { RELAY_PURGE_EVERY, 0 };
 	int		 n = res != NULL ? atoi(PQcmdTuples(res)) : 0;
 
-	r->purge_last_us = relay_mono_us();
+	r->purge_last_us = clock_mono_us();
 	r->purge_total += n;
 	if (n == RELAY_PURGE_BATCH && ++r->purge_rounds < RELAY_PURGE_ROUNDS)
 		return;			/* want_purge: the next statement */
