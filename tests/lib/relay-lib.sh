@@ -199,3 +199,31 @@ webhook_conf_write() {
 		echo "consumer { workers = 0 }"
 	} >"$file"
 }
+
+# webhook_receiver_slow MS -- the receiver answers every request 204 after MS ms.
+webhook_receiver_slow() {
+	curl -fsS -o /dev/null -X POST "$WH/__control" \
+		--data-binary "{\"script\": [], \"default\": {\"status\": 204, \"delay_ms\": $1}}" ||
+		die "could not script the receiver"
+}
+
+# webhook_drain_once N SECONDS -- with outboxd running: insert N rows (a key
+# each), wait up to SECONDS for all to be sent, stop outboxd, and check each
+# was sent once: after one attempt, one request to the receiver per row,
+# as many distinct webhook-ids.
+webhook_drain_once() {
+	local n=$1
+	sql "INSERT INTO outbox (event_type, ordering_key, payload)
+		SELECT 'order.created', 'k' || i, json_build_object('n', i)
+		FROM generate_series(1, $n) i"
+	_all_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")" = "$n" ]; }
+	wait_until "$2" "all $n rows sent" _all_sent || true
+	outboxd_stop
+	check_eq "rows sent" "$n" "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")"
+	check_eq "rows failed" 0 "$(sql "SELECT count(*) FROM outbox WHERE status = 'failed'")"
+	check_eq "rows published more than once (attempts > 1)" 0 \
+		"$(sql "SELECT count(*) FROM outbox WHERE attempts > 1")"
+	check_eq "requests the receiver got (one per row)" "$n" "$(wc -l <"$REC")"
+	check_eq "distinct webhook-ids among them" "$n" \
+		"$(jq -r '.headers["webhook-id"]' "$REC" | sort -u | wc -l)"
+}
