@@ -571,7 +571,7 @@ http_pgmsg(const char *msg, char *buf, size_t len)
 	size_t	 n;
 	char	*p;
 
-	snprintf(buf, len, "%s", msg != NULL && *msg != '\0' ? msg :
+	log_utf8_copy(buf, len, msg != NULL && *msg != '\0' ? msg :
 	    "unknown error");
 	n = strlen(buf);
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
@@ -679,21 +679,28 @@ http_db_log_result(struct http_db *db, const PGresult *res)
 }
 
 /*
- * Did the server refuse the order itself: a constraint or a data error
- * (SQLSTATE classes 23 and 22), or an exception raised by a trigger of the
- * user's (P0001)?  Retrying the same order cannot change that, so the
- * client gets a 422 with the server's message rather than a 503, which
- * says "try again".  Any other failure (the connection, a serialization
- * failure, a shutdown) may pass.  Source: PostgreSQL documentation,
- * Appendix A "PostgreSQL Error Codes".
+ * Did the server refuse the order itself?  SQLSTATE classes 22 (data
+ * exception), 23 (integrity constraint violation), 27 (triggered data
+ * change violation), 44 (WITH CHECK OPTION violation) and P0 (PL/pgSQL:
+ * RAISE EXCEPTION is P0001, a trigger may pick another P0 code).
+ * Retrying the same order cannot change that, so the client gets a 422
+ * with the server's message rather than a 503, which says "try again".
+ * Any other failure (the connection, a serialization failure or deadlock,
+ * a shutdown, a missing table) may pass.  Source: PostgreSQL
+ * documentation, Appendix A "PostgreSQL Error Codes".
  */
 static int
 http_res_refused(const PGresult *res)
 {
+	static const char *const classes[] = { "22", "23", "27", "44", "P0" };
 	const char	*state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	size_t		 i;
 
-	return state != NULL && (strncmp(state, "22", 2) == 0 ||
-	    strncmp(state, "23", 2) == 0 || strcmp(state, "P0001") == 0);
+	for (i = 0; state != NULL && i < sizeof(classes) / sizeof(*classes);
+	    i++)
+		if (strncmp(state, classes[i], 2) == 0)
+			return 1;
+	return 0;
 }
 
 /* Answer req with the order in row of res, columns col..col+3 (id,

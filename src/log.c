@@ -30,6 +30,26 @@ static unsigned	 saved_write_errors;
 static const char *const log_names[] = { "debug", "info", "warn", "error" };
 static const char *const log_formats[] = { "logfmt", "json" };
 
+char *
+log_utf8_copy(char *dst, size_t size, const char *src)
+{
+	size_t	n = strlen(src);
+
+	if (size == 0)
+		return dst;
+	if (n >= size) {
+		/* Back off to the first byte of a sequence: a cut one makes
+		 * the text invalid (PostgreSQL rejects it, JSON readers
+		 * fail on it). */
+		n = size - 1;
+		while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
+			n--;
+	}
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+	return dst;
+}
+
 void
 log_init(const char *role, int index)
 {

@@ -143,6 +143,9 @@ enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN,
 /* Name the writing process ("master", "http", "relay", "consumer";
  * index < 0 = none) for every later line. */
 void		 log_init(const char *role, int index);
+/* Copy src into dst (size bytes, NUL included), cut if it must be at the
+ * start of a UTF-8 sequence, never inside one.  Returns dst. */
+char		*log_utf8_copy(char *dst, size_t size, const char *src);
 void		 log_set_level(int level);
 enum log_format { LOG_FORMAT_LOGFMT, LOG_FORMAT_JSON };
 /* key=value lines (the default) or one JSON object per line. */

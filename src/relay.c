@@ -144,6 +144,7 @@ struct relay {
 	int64_t			 busy_us;	/* ... when it was sent */
 	int64_t			 claim_cost_us;	/* how long claims take */
 	int64_t			 mark_cost_us;	/* ... and marks */
+	int64_t			 purge_cost_us;	/* ... and retention deletes */
 	int			 busy_asked;	/* ... a claim's limit */
 	long			 wait_max;	/* ms a claimed chunk may wait
 						   for the sink, see relay_pump */
@@ -208,22 +209,6 @@ relay_drain_notifies(struct relay *r)
 		r->woken = 1;
 		PQfreemem(nf);
 	}
-}
-
-/* Copy at most RELAY_ERROR_MAX bytes of s without splitting a UTF-8
- * sequence: last_error is text and PostgreSQL rejects a broken one. */
-static void
-relay_errcpy(char *dst, const char *s)
-{
-	size_t	n = strlen(s);
-
-	if (n > RELAY_ERROR_MAX) {
-		n = RELAY_ERROR_MAX;
-		while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-			n--;
-	}
-	memcpy(dst, s, n);
-	dst[n] = '\0';
 }
 
 /*
@@ -363,8 +348,8 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 		if (m->outcome == SINK_SENT)
 			continue;
 		snprintf(id, sizeof(id), "%" PRId64, m->id);
-		relay_errcpy(err, m->error != NULL ? m->error :
-		    "unknown error");
+		log_utf8_copy(err, sizeof(err), m->error != NULL ?
+		    m->error : "unknown error");
 		p[0] = id;
 		p[1] = claim;
 		p[2] = err;
@@ -688,13 +673,27 @@ relay_pump(struct relay *r)
 		TAILQ_REMOVE(&r->ready, ch, entry);
 		now = clock_mono_us();
 		if ((now - ch->claimed_us) / 1000 >= r->wait_max) {
-			log_limited(&r->stale_limit, LOG_LEVEL_WARN,
-			    "too late to publish within the lease: %d claimed "
-			    "row(s) are left to its end (the claim took %lld "
-			    "ms, the wait for a free request to the sink %lld "
-			    "ms)", ch->n,
-			    (long long)(ch->answered_us - ch->claimed_us) / 1000,
-			    (long long)(now - ch->answered_us) / 1000);
+			long long	took = (ch->answered_us -
+					    ch->claimed_us) / 1000;
+
+			/* A claim that alone uses up the time the lease
+			 * leaves it publishes nothing, however idle the sink:
+			 * say what to change. */
+			if (took >= r->wait_max)
+				log_limited(&r->stale_limit, LOG_LEVEL_WARN,
+				    "too late to publish within the lease: %d "
+				    "claimed row(s) are left to its end, the "
+				    "claim took %lld ms and relay.lease leaves "
+				    "%ld ms (lease less the sink's timeout); "
+				    "find why claims are slow, or raise "
+				    "relay.lease", ch->n, took, r->wait_max);
+			else
+				log_limited(&r->stale_limit, LOG_LEVEL_WARN,
+				    "too late to publish within the lease: %d "
+				    "claimed row(s) are left to its end (the "
+				    "claim took %lld ms, the wait for a free "
+				    "request to the sink %lld ms)", ch->n, took,
+				    (long long)(now - ch->answered_us) / 1000);
 			r->inflight -= ch->n;
 			relay_chunk_free(ch);
 			continue;
@@ -840,23 +839,13 @@ relay_kick(struct relay *r)
 	relay_next(r);
 }
 
-/*
- * Must the next claim wait?  A mark owed while a claim is in flight waits
- * for the claim's answer (one statement at a time on the connection).
- * When claims are slow (a loaded server, a lock) against the lease, the
- * mark of rows the sink acks meanwhile can then come after their lease
- * has ended, when another relay's claim may have taken them again: they
- * would be published twice.  So a claim is held while it, and the mark
- * after it, could end (twice the time they took lately) after the lease
- * of a row this relay claimed and has not marked yet.  The rows at the
- * sink come back, or are left to their lease by relay_pump(), within the
- * sink's timeout; once they are marked the claims go on.
- */
-static int
-relay_claim_held(struct relay *r)
+/* How long, in us, until the lease of the oldest row this relay claimed
+ * and has not marked yet ends (INT64_MAX: it holds none). */
+static int64_t
+relay_lease_left(const struct relay *r)
 {
 	const struct relay_chunk	*ch;
-	int64_t				 oldest = INT64_MAX, need, left;
+	int64_t				 oldest = INT64_MAX;
 	int				 i;
 
 	TAILQ_FOREACH(ch, &r->ready, entry)
@@ -869,17 +858,43 @@ relay_claim_held(struct relay *r)
 		if (r->sent[i].claimed_us < oldest)
 			oldest = r->sent[i].claimed_us;
 	if (oldest == INT64_MAX)
+		return INT64_MAX;
+	return oldest + r->conf->relay.lease * 1000 - clock_mono_us();
+}
+
+/*
+ * Must a statement that takes cost_us wait?  A mark owed while another
+ * statement is in flight waits for its answer (one statement at a time on
+ * the connection).  When that statement is slow (a loaded server, a lock)
+ * against the lease, the mark of rows the sink acks meanwhile can come
+ * after their lease has ended, when another relay's claim may have taken
+ * them again: they would be published twice.  So a claim or a retention
+ * delete is held while it, and the mark after it, could end (twice the
+ * time they took lately) after the lease of a row this relay claimed and
+ * has not marked yet.  The rows at the sink come back, or are left to
+ * their lease by relay_pump(), within the sink's timeout; once they are
+ * marked the statement goes.
+ */
+static int
+relay_held(const struct relay *r, int64_t cost_us, int64_t *left)
+{
+	*left = relay_lease_left(r);
+	return 2 * (cost_us + r->mark_cost_us) >= *left;
+}
+
+static int
+relay_claim_held(struct relay *r)
+{
+	int64_t	left;
+
+	if (!relay_held(r, r->claim_cost_us, &left))
 		return 0;
-	need = 2 * (r->claim_cost_us + r->mark_cost_us);
-	left = oldest + r->conf->relay.lease * 1000 - clock_mono_us();
-	if (need < left)
-		return 0;
-	log_limited(&r->hold_limit, LOG_LEVEL_WARN, "claims are slow (%lld "
-	    "ms lately, a mark %lld ms): the next claim waits until the %d "
-	    "row(s) this relay holds are marked, their lease ends in %lld ms",
+	log_limited(&r->hold_limit, LOG_LEVEL_WARN, "holding the next claim "
+	    "until the %d row(s) this relay holds are marked: their lease "
+	    "ends in %lld ms (a claim took %lld ms lately, a mark %lld ms)",
+	    r->inflight + r->nsent, (long long)(left > 0 ? left / 1000 : 0),
 	    (long long)r->claim_cost_us / 1000,
-	    (long long)r->mark_cost_us / 1000, r->inflight + r->nsent,
-	    (long long)(left > 0 ? left / 1000 : 0));
+	    (long long)r->mark_cost_us / 1000);
 	return 1;
 }
 
@@ -891,6 +906,7 @@ relay_claim_held(struct relay *r)
 static void
 relay_next(struct relay *r)
 {
+	int64_t	left;
 	int	mark, claim;
 
 	if (r->conn == NULL || r->busy != RELAY_Q_NONE)
@@ -899,9 +915,12 @@ relay_next(struct relay *r)
 	claim = r->want_claim && !r->stopping &&
 	    r->inflight < RELAY_MAX_INFLIGHT && !relay_claim_held(r);
 	/* Retention goes when nothing else is owed, or once per
-	 * RELAY_PURGE_GAP while claims and marks keep coming. */
+	 * RELAY_PURGE_GAP while claims and marks keep coming; its first
+	 * delete, not timed yet, only while the relay holds no row. */
 	if (r->want_purge && !r->stopping && ((!mark && !claim) ||
-	    clock_mono_us() - r->purge_last_us >= RELAY_PURGE_GAP * 1000)) {
+	    clock_mono_us() - r->purge_last_us >= RELAY_PURGE_GAP * 1000) &&
+	    !relay_held(r, r->purge_cost_us > 0 ? r->purge_cost_us :
+	    INT64_MAX / 4, &left)) {
 		relay_purge_start(r);
 		return;
 	}
@@ -937,7 +956,13 @@ relay_complete(struct relay *r)
 	r->busy_res = NULL;
 	if (PQresultStatus(res) != (q == RELAY_Q_PURGE ? PGRES_COMMAND_OK :
 	    PGRES_TUPLES_OK)) {
-		relay_failed(r, res);
+		if (q != RELAY_Q_PURGE || PQstatus(r->conn) != CONNECTION_OK)
+			relay_failed(r, res);
+		else if (r->stopping)
+			log_info("retention: delete cancelled by the stop");
+		else
+			log_error("retention: delete failed: %s",
+			    PQresultErrorMessage(res));
 		PQclear(res);
 		res = NULL;
 	}
@@ -1182,8 +1207,10 @@ relay_purged(struct relay *r, PGresult *res)
 	int		 n = res != NULL ? atoi(PQcmdTuples(res)) : 0;
 
 	r->purge_last_us = clock_mono_us();
+	relay_cost(&r->purge_cost_us, r->purge_last_us - r->busy_us);
 	r->purge_total += n;
-	if (n == RELAY_PURGE_BATCH && ++r->purge_rounds < RELAY_PURGE_ROUNDS)
+	if (n == RELAY_PURGE_BATCH && ++r->purge_rounds < RELAY_PURGE_ROUNDS &&
+	    !r->stopping)
 		return;			/* want_purge: the next statement */
 	r->want_purge = 0;
 	if (r->purge_total > 0)
@@ -1210,6 +1237,16 @@ relay_stop(void *arg)
 	struct relay	*r = arg;
 
 	r->stopping = 1;
+	/* A retention delete in flight could outlast shutdown_timeout (and
+	 * go on in PostgreSQL after the relay is killed): cancel it. */
+	if (r->busy == RELAY_Q_PURGE && r->conn != NULL) {
+		PGcancel	*cancel = PQgetCancel(r->conn);
+		char		 err[256];
+
+		if (cancel == NULL || !PQcancel(cancel, err, sizeof(err)))
+			log_warnx("retention: cannot cancel the delete");
+		PQfreeCancel(cancel);
+	}
 	/* Rows already at the sink are recorded; claimed rows still waiting
 	 * for it are given back, unclaimed rows stay pending for the next
 	 * relay.  A statement in flight is answered first (relay_on_conn). */

@@ -124,6 +124,21 @@ check "  ... with a JSON error body that gives the database's reason" \
 check_eq "  ... and no orders row" 0 "$(sql "SELECT count(*) FROM orders WHERE customer_id = 'refused-at-commit'")"
 post_order after-refused 6
 check_eq "the next order: HTTP status" 201 "$HTTP_STATUS"
+# A trigger's own SQLSTATE in class P0, and a long message of two-byte
+# characters: the 422 carries it cut at a character, valid UTF-8 and JSON.
+sql "CREATE FUNCTION e2e_refuse_long() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN RAISE EXCEPTION '%', repeat('é', 300) USING ERRCODE = 'P0002'; END \$\$;
+CREATE TRIGGER e2e_refuse_long BEFORE INSERT ON orders
+FOR EACH ROW WHEN (NEW.customer_id = 'refused-long') EXECUTE FUNCTION e2e_refuse_long();"
+post_order refused-long 7
+check_eq "an order a trigger refuses with SQLSTATE P0002: HTTP status" 422 "$HTTP_STATUS"
+check "  ... its body is valid UTF-8 and JSON, the message cut at a character" "$PY" -c '
+import json, sys
+b = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
+m = b["message"]
+sys.exit(not (b["error"] == "order_refused" and m.startswith("the database refused the order: é") and set(m[32:]) == {"é"}))
+' "$T_DIR/http.body"
+sql "DROP TRIGGER e2e_refuse_long ON orders; DROP FUNCTION e2e_refuse_long()"
 
 # The same refusal inside a group commit: concurrent orders wait behind the
 # busy connection and are written by one statement; when its commit fails,
@@ -149,7 +164,7 @@ good = [n for n in names if n != "refused-at-commit"]
 print(sum(codes[n] == 201 for n in good), len(good), codes["refused-at-commit"])
 PYEOF
 split_seen=0 good_lost=0 refused_code=
-for run in 1 2 3 4 5 6; do
+for run in $(seq 1 20); do
 	read -r ok total refused_code <<<"$("$PY" "$T_DIR/refuse.py" "$OUTBOXD_URL" "$run")"
 	good_lost=$((good_lost + ${total:-47} - ${ok:-0}))
 	if grep -q 'orders written together failed; writing them one by one' "$OUTBOXD_LOG"; then

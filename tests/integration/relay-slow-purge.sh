@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# relay-slow-purge.sh -- retention deletes that take 5 s each (a trigger
+# sleeps; think of a server under an I/O storm) while rows keep coming, two
+# relays, lease = 4000 ms, webhook.timeout = 2000 ms.  Relay 1 runs the
+# deletes on the connection it marks on: a mark owed during a delete waits
+# for it and can come after the lease of the rows it marks, when relay 2
+# may have claimed them again (published twice).  A delete is held, like a
+# slow claim, while it could push a mark past a lease.
+# Asserts: every new row is sent and delivered once (requests = rows =
+# distinct webhook-ids); the old rows are deleted; a SIGTERM during a
+# delete cancels it and stops at once, exit status 0.
+. "$(dirname "$0")/../lib/common.sh"
+. "$T_LIB/relay-lib.sh"
+test_init
+need_binaries
+stack_up
+
+NEW=900
+for i in 0 1 2; do
+	sql "INSERT INTO outbox (event_type, ordering_key, payload, status, attempts, created_at, sent_at)
+		SELECT 'test.old', 'old-' || g, '{}', 'sent', 1, now() - interval '10 days', now() - interval '10 days'
+		FROM generate_series($i * 500 + 1, $i * 500 + 500) g" >/dev/null
+done
+sql "CREATE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN PERFORM pg_sleep(5); RETURN NULL; END \$\$;
+CREATE TRIGGER slow_delete BEFORE DELETE ON outbox FOR EACH STATEMENT EXECUTE FUNCTION slow_delete();" >/dev/null
+webhook_receiver_start
+webhook_conf_write "$T_DIR/outbox.conf" 2000 "workers = 2" "batch_size = 10" \
+	"poll_interval = 200" "lease = 4000" "retention = 3600"
+outboxd_start "$T_DIR/outbox.conf"
+
+# A row every 20 ms for 18 s, from the start: the first retention pass
+# begins 5 s in; 1,500 old rows are three deletes.
+"$PY" - "$DATABASE_URL" "$NEW" <<'PYEOF'
+import subprocess, sys, time
+p = subprocess.Popen(["psql", "-qX", sys.argv[1]], stdin=subprocess.PIPE, text=True)
+t0 = time.monotonic()
+for i in range(int(sys.argv[2])):
+    d = t0 + i * 0.02 - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+    p.stdin.write(f"INSERT INTO outbox (event_type, ordering_key, payload) VALUES ('test.new', 'new-{i}', '{{}}');\n")
+    p.stdin.flush()
+p.stdin.close()
+p.wait()
+PYEOF
+new_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.new' AND status = 'sent'")" = "$NEW" ]; }
+wait_until 60 "all $NEW new rows sent" new_sent || true
+old_gone() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.old'")" = 0 ]; }
+wait_until 60 "the old rows deleted" old_gone || true
+sleep 3	# deliveries of rows a second claim took would show up by now
+check_eq "new rows sent" "$NEW" "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.new' AND status = 'sent'")"
+check_eq "requests the receiver got (one per new row)" "$NEW" "$(wc -l <"$REC")"
+check_eq "distinct webhook-ids among them" "$NEW" \
+	"$(jq -r '.headers["webhook-id"]' "$REC" | sort -u | wc -l)"
+check_eq "old sent rows left" 0 "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.old'")"
+outboxd_stop
+
+# A stop during a delete (10 s now): cancelled, not waited for until
+# shutdown_timeout kills the relay and leaves the delete running.
+sql "CREATE OR REPLACE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN PERFORM pg_sleep(10); RETURN NULL; END \$\$" >/dev/null
+sql "INSERT INTO outbox (event_type, ordering_key, payload, status, attempts, created_at, sent_at)
+	SELECT 'test.old', 'old2-' || g, '{}', 'sent', 1, now() - interval '10 days', now() - interval '10 days'
+	FROM generate_series(1, 600) g" >/dev/null
+outboxd_start "$T_DIR/outbox.conf"
+in_delete() { [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'DELETE FROM outbox%'")" != 0 ]; }
+wait_until 30 "a retention delete under way" in_delete || true
+t0=$(now_ms)
+outboxd_stop
+took=$(($(now_ms) - t0))
+check "the stop during a 10 s delete did not wait for it (${took} ms)" [ "$took" -lt 8000 ]
+check "the delete was cancelled (logged)" grep -q 'retention: delete cancelled by the stop' "$OUTBOXD_LOG"
+check_eq "deletes still running in PostgreSQL after the stop" 0 \
+	"$(sql "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'DELETE FROM outbox%'")"
+check "no worker was killed" bash -c "! grep -q 'killed by signal' '$OUTBOXD_LOG'"
