@@ -415,6 +415,7 @@ admin_http_main(struct conf *conf, int admin_fd)
 		log_warnx("event loop failed");
 	else
 		rv = 0;
+	proc_worker_done();
 	log_info("stopped");
 out:
 	if (a.http != NULL)

@@ -448,6 +448,7 @@ consumer_main(struct conf *conf, int index)
 		log_error("consumer: event loop failed");
 		goto out;
 	}
+	proc_worker_done();
 	log_info("consumer stopped");
 	status = 0;
 

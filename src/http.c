@@ -2088,6 +2088,7 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 	 * answered before we go; http_maybe_exit() ends this round. */
 	while (w.inflight > 0 && event_base_dispatch(w.base) == 0)
 		;
+	proc_worker_done();
 	log_info("stopped");
 	http_worker_free(&w);
 	return 0;

@@ -398,10 +398,12 @@ master_signal_all(struct master *m, int sig, int retiring_only)
 }
 
 /*
- * Ask workers to drain (retiring_only: the old generations only).  Each
- * child gets SIGTERM once: to a worker a second one means "stop now"
- * (proc.c), and one still draining after an earlier reload must be let
- * finish the requests and batches in its hands.
+ * Ask workers to drain (retiring_only: the old generations only), with
+ * SIGUSR2, once each: one still draining after an earlier reload must be
+ * let finish the requests and batches in its hands.  Not SIGTERM: to a
+ * worker a second SIGTERM means "stop now" (proc.c), and a worker that
+ * got the SIGTERM sent to the whole process group would take the
+ * master's as that second one and skip its drain.
  */
 static void
 master_drain(struct master *m, int retiring_only)
@@ -413,7 +415,7 @@ master_drain(struct master *m, int retiring_only)
 		s = m->slots[i];
 		if (s->pid == 0 || s->told || (retiring_only && !s->retiring))
 			continue;
-		kill(s->pid, SIGTERM);
+		kill(s->pid, SIGUSR2);
 		s->told = 1;
 	}
 }

@@ -203,7 +203,8 @@ void		 log_limit_end(struct log_limit *, const char *what);
 
 /*
  * Install the worker signal policy on base: SIGTERM calls on_stop(arg)
- * once (graceful; a second one exits at once), SIGQUIT exits at once,
+ * once (graceful; a second one exits at once), SIGUSR2 (the master's
+ * word) likewise but never exits at once, SIGQUIT exits at once,
  * SIGHUP is ignored (the master reloads), SIGPIPE ignored.  SIGINT is
  * already ignored since the fork (master.c: a terminal's Ctrl-C reaches
  * the workers too, and the master turns it into their SIGTERM).
@@ -211,6 +212,9 @@ void		 log_limit_end(struct log_limit *, const char *what);
  */
 int		 proc_worker_signals(struct event_base *base,
 		    void (*on_stop)(void *), void *arg);
+/* Call when the worker's event loop has ended: stop signals are held from
+ * then on, so a late one cannot kill a worker that is exiting cleanly. */
+void		 proc_worker_done(void);
 /* Set the process title shown by ps ("outboxd: relay 2"). */
 void		 proc_set_title(const char *fmt, ...) OUTBOXD_PRINTF(1, 2);
 /* Keep argv so proc_set_title can overwrite it; call first in main(). */

@@ -26,6 +26,7 @@ struct proc_sigstate {
 	void		(*on_stop)(void *);
 	void		 *arg;
 	int		  stopping;
+	int		  terms;	/* SIGTERMs received */
 };
 static struct proc_sigstate proc_sig;
 
@@ -86,10 +87,19 @@ proc_on_signal(evutil_socket_t sig, short what, void *arg)
 	(void)arg;
 	switch (sig) {
 	case SIGTERM:
-		if (proc_sig.stopping) {
+		/* Only a second SIGTERM cuts the drain short: the master's
+		 * SIGUSR2 and a SIGTERM sent to the whole process group
+		 * (systemd's default KillMode=control-group) make one stop,
+		 * whichever libevent hands over first (it goes by signal
+		 * number, not by arrival). */
+		if (proc_sig.terms++ > 0) {
 			log_info("second stop signal: exiting now");
 			_exit(0);
 		}
+		/* FALLTHROUGH */
+	case SIGUSR2:			/* the master's word to drain */
+		if (proc_sig.stopping)
+			break;
 		proc_sig.stopping = 1;
 		log_info("stop signal: finishing work in hand");
 		proc_sig.on_stop(proc_sig.arg);
@@ -103,17 +113,37 @@ proc_on_signal(evutil_socket_t sig, short what, void *arg)
 	}
 }
 
+void
+proc_worker_done(void)
+{
+	sigset_t	set;
+
+	/* The loop is over: what is left is freeing and exiting.  A stop
+	 * signal now (the master's SIGTERM after one sent to the whole
+	 * process group, say) would kill the worker on the default action
+	 * once freeing the event base has restored it, and the master
+	 * would log a clean exit as "killed by signal 15".  Held, it dies
+	 * with the process. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
 int
 proc_worker_signals(struct event_base *base, void (*on_stop)(void *),
     void *arg)
 {
-	static const int	 sigs[] = { SIGTERM, SIGQUIT, SIGUSR1 };
+	static const int	 sigs[] = { SIGTERM, SIGUSR2, SIGQUIT, SIGUSR1 };
 	struct event		*ev;
 	size_t			 i;
 
 	proc_sig.on_stop = on_stop;
 	proc_sig.arg = arg;
 	proc_sig.stopping = 0;
+	proc_sig.terms = 0;
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {

@@ -37,6 +37,9 @@ sql "INSERT INTO outbox (event_type, ordering_key, payload)
 # terminal's Ctrl-C sends it: the workers must not take their own SIGINT
 # and the master's SIGTERM after it as two stop signals ("second stop
 # signal: exiting now" skips the drain and leaves rows to go out twice).
+# HOW "group-term": SIGTERM to the whole process group (systemd's default
+# KillMode=control-group, supervisors that signal a group): the same, each
+# worker gets the group's signal and then the master's word.
 stop_mid_drain() {
 	local label=$1 how=$2 M before t0 t_exit sent pending claimed
 	before=$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")
@@ -48,6 +51,7 @@ stop_mid_drain() {
 	case $how in
 	term) kill -TERM "$M" ;;
 	ctrl-c) kill -INT -- "-$M" ;;
+	group-term) kill -TERM -- "-$M" ;;
 	esac
 	gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
 	wait_until $((SHUTDOWN_MS / 1000 + 5)) "outboxd to exit after the stop" gone || true
@@ -72,9 +76,10 @@ stop_mid_drain() {
 
 stop_mid_drain a term
 stop_mid_drain b ctrl-c
+stop_mid_drain c group-term
 
 # The rest, after a restart: every row exactly once
-outboxd_start "$T_DIR/outbox.conf" c
+outboxd_start "$T_DIR/outbox.conf" d
 drained() { [ "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")" = 0 ]; }
 wait_until 60 "the rest to drain" drained || true
 outboxd_stop
