@@ -242,6 +242,16 @@ log_vwrite_kv(int level, int with_errno, const char *const *kv,
 		    strerror(saved));
 	if (suffix != NULL && n < sizeof(msg))
 		snprintf(msg + n, sizeof(msg) - n, "%s", suffix);
+	/* A message cut at the buffer's end must not end inside a UTF-8
+	 * sequence (a JSON reader rejects the line). */
+	n = strlen(msg);
+	if (n == sizeof(msg) - 1) {
+		while (n > 0 && ((unsigned char)msg[n - 1] & 0xc0) == 0x80)
+			n--;
+		if (n > 0 && ((unsigned char)msg[n - 1] & 0xc0) == 0xc0)
+			n--;		/* the lead byte of the cut sequence */
+		msg[n] = '\0';
+	}
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
 	n = strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);

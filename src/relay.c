@@ -57,6 +57,7 @@
 #define RELAY_PURGE_BATCH	500	/* sent rows deleted per statement */
 #define RELAY_PURGE_ROUNDS	20	/* statements per retention pass */
 #define RELAY_PURGE_EVERY	60	/* s between retention passes */
+#define RELAY_PURGE_HELD_MAX	5000	/* ms a delete is held, at most */
 #define RELAY_PURGE_GAP		100	/* ms between its statements, at
 					   least, while claims and marks
 					   are owed */
@@ -149,7 +150,8 @@ struct relay {
 	long			 wait_max;	/* ms a claimed chunk may wait
 						   for the sink, see relay_pump */
 	struct log_limit	 stale_limit;	/* "too late to publish" */
-	struct log_limit	 hold_limit;	/* "claims are slow" */
+	struct log_limit	 hold_limit;	/* "holding the next claim" */
+	struct log_limit	 purge_limit;	/* "a delete waited" */
 	int			 want_claim;	/* claim when the connection is free */
 	int			 want_mark;	/* mark the sent rows, likewise */
 	int			 marked_last;	/* the last statement was a mark */
@@ -157,6 +159,7 @@ struct relay {
 	int			 purge_rounds;	/* ... its statements so far */
 	long			 purge_total;	/* ... rows it deleted */
 	int64_t			 purge_last_us;	/* ... its last statement ended */
+	int64_t			 purge_held_us;	/* ... held since (0: not) */
 	unsigned		 prepared;	/* relay_stmt bits, this conn */
 	int			 followers;	/* marked rows' keys have more */
 	int			 stopping;
@@ -169,6 +172,7 @@ static void	relay_finish(struct relay *);
 static void	relay_disconnect(struct relay *, const char *);
 static void	relay_purge_start(struct relay *);
 static void	relay_purged(struct relay *, PGresult *);
+static void	relay_purge_end(struct relay *, int);
 
 static int64_t
 relay_new_claim(void)
@@ -915,14 +919,31 @@ relay_next(struct relay *r)
 	claim = r->want_claim && !r->stopping &&
 	    r->inflight < RELAY_MAX_INFLIGHT && !relay_claim_held(r);
 	/* Retention goes when nothing else is owed, or once per
-	 * RELAY_PURGE_GAP while claims and marks keep coming; its first
-	 * delete, not timed yet, only while the relay holds no row. */
+	 * RELAY_PURGE_GAP while claims and marks keep coming, unless its
+	 * delete (as long as the last one; before one was timed, any
+	 * length) could push a mark past a lease.  Held RELAY_PURGE_HELD_MAX
+	 * (relay 1 may hold rows all the time under steady traffic), it goes
+	 * anyway, and is timed again: traffic cannot keep retention away. */
 	if (r->want_purge && !r->stopping && ((!mark && !claim) ||
-	    clock_mono_us() - r->purge_last_us >= RELAY_PURGE_GAP * 1000) &&
-	    !relay_held(r, r->purge_cost_us > 0 ? r->purge_cost_us :
-	    INT64_MAX / 4, &left)) {
-		relay_purge_start(r);
-		return;
+	    clock_mono_us() - r->purge_last_us >= RELAY_PURGE_GAP * 1000)) {
+		int64_t	now = clock_mono_us();
+		int	held = relay_held(r, r->purge_cost_us > 0 ?
+			    r->purge_cost_us : INT64_MAX / 4, &left);
+
+		if (held && r->purge_held_us == 0)
+			r->purge_held_us = now;
+		if (!held ||
+		    now - r->purge_held_us >= RELAY_PURGE_HELD_MAX * 1000) {
+			if (held)
+				log_limited(&r->purge_limit, LOG_LEVEL_INFO,
+				    "retention: a delete waited %d ms for the "
+				    "rows this relay holds to be marked, it goes "
+				    "now (the last one took %lld ms)",
+				    RELAY_PURGE_HELD_MAX,
+				    (long long)r->purge_cost_us / 1000);
+			relay_purge_start(r);
+			return;
+		}
 	}
 	/* Taking turns bounds each one's wait to one statement of the
 	 * other.  Claims always first held acked rows unmarked past their
@@ -951,6 +972,7 @@ relay_complete(struct relay *r)
 {
 	enum relay_query	 q = r->busy;
 	PGresult		*res = r->busy_res;
+	const char		*state, *msg;
 
 	r->busy = RELAY_Q_NONE;
 	r->busy_res = NULL;
@@ -958,11 +980,14 @@ relay_complete(struct relay *r)
 	    PGRES_TUPLES_OK)) {
 		if (q != RELAY_Q_PURGE || PQstatus(r->conn) != CONNECTION_OK)
 			relay_failed(r, res);
-		else if (r->stopping)
+		else if (r->stopping && (state = PQresultErrorField(res,
+		    PG_DIAG_SQLSTATE)) != NULL && strcmp(state, "57014") == 0)
 			log_info("retention: delete cancelled by the stop");
 		else
 			log_error("retention: delete failed: %s",
-			    PQresultErrorMessage(res));
+			    (msg = PQresultErrorField(res,
+			    PG_DIAG_MESSAGE_PRIMARY)) != NULL ? msg :
+			    PQresStatus(PQresultStatus(res)));
 		PQclear(res);
 		res = NULL;
 	}
@@ -1177,7 +1202,22 @@ relay_on_purge(evutil_socket_t fd, short what, void *arg)
 	r->want_purge = 1;
 	r->purge_rounds = 0;
 	r->purge_total = 0;
+	r->purge_held_us = 0;
 	relay_next(r);
+}
+
+/* End the retention pass: say what it deleted, set the next (sooner when
+ * this one left rows due). */
+static void
+relay_purge_end(struct relay *r, int more)
+{
+	struct timeval	tv = { more ? 1 : RELAY_PURGE_EVERY, 0 };
+
+	r->want_purge = 0;
+	if (r->purge_total > 0)
+		log_info("retention: deleted %ld sent row(s) older than %ld s",
+		    r->purge_total, r->conf->relay.retention);
+	evtimer_add(r->purge_ev, &tv);
 }
 
 static void
@@ -1203,22 +1243,17 @@ relay_purge_start(struct relay *r)
 static void
 relay_purged(struct relay *r, PGresult *res)
 {
-	struct timeval	 tv = { RELAY_PURGE_EVERY, 0 };
-	int		 n = res != NULL ? atoi(PQcmdTuples(res)) : 0;
+	int	n = res != NULL ? atoi(PQcmdTuples(res)) : 0;
 
 	r->purge_last_us = clock_mono_us();
-	relay_cost(&r->purge_cost_us, r->purge_last_us - r->busy_us);
+	if (res != NULL)
+		relay_cost(&r->purge_cost_us, r->purge_last_us - r->busy_us);
 	r->purge_total += n;
+	r->purge_held_us = 0;
 	if (n == RELAY_PURGE_BATCH && ++r->purge_rounds < RELAY_PURGE_ROUNDS &&
 	    !r->stopping)
 		return;			/* want_purge: the next statement */
-	r->want_purge = 0;
-	if (r->purge_total > 0)
-		log_info("retention: deleted %ld sent row(s) older than %ld s",
-		    r->purge_total, r->conf->relay.retention);
-	if (n == RELAY_PURGE_BATCH)
-		tv.tv_sec = 1;
-	evtimer_add(r->purge_ev, &tv);
+	relay_purge_end(r, n == RELAY_PURGE_BATCH);
 }
 
 /* Length of "scheme://host[:port]" at the start of url. */
@@ -1314,6 +1349,7 @@ relay_main(struct conf *conf, int index)
 	relay_kick(&r);			/* rows written while we were down */
 	event_base_dispatch(r.base);
 	relay_record_sent(&r);		/* what finished in the last turn */
+	proc_worker_done();
 	/* Left only by a forced exit: their lease brings the rows back. */
 	while ((ch = TAILQ_FIRST(&r.ready)) != NULL) {
 		TAILQ_REMOVE(&r.ready, ch, entry);

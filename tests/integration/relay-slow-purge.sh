@@ -16,34 +16,59 @@ need_binaries
 stack_up
 
 NEW=900
-for i in 0 1 2; do
-	sql "INSERT INTO outbox (event_type, ordering_key, payload, status, attempts, created_at, sent_at)
-		SELECT 'test.old', 'old-' || g, '{}', 'sent', 1, now() - interval '10 days', now() - interval '10 days'
-		FROM generate_series($i * 500 + 1, $i * 500 + 500) g" >/dev/null
-done
-sql "CREATE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS \$\$
-BEGIN PERFORM pg_sleep(5); RETURN NULL; END \$\$;
-CREATE TRIGGER slow_delete BEFORE DELETE ON outbox FOR EACH STATEMENT EXECUTE FUNCTION slow_delete();" >/dev/null
-webhook_receiver_start
-webhook_conf_write "$T_DIR/outbox.conf" 2000 "workers = 2" "batch_size = 10" \
-	"poll_interval = 200" "lease = 4000" "retention = 3600"
-outboxd_start "$T_DIR/outbox.conf"
-
-# A row every 20 ms for 18 s, from the start: the first retention pass
-# begins 5 s in; 1,500 old rows are three deletes.
-"$PY" - "$DATABASE_URL" "$NEW" <<'PYEOF'
+# old_rows N TAG: N sent rows, sent 10 days ago (500 per statement: each
+# key takes a lock until the commit)
+old_rows() {
+	local i
+	for ((i = 0; i < $1; i += 500)); do
+		sql "INSERT INTO outbox (event_type, ordering_key, payload, status, attempts, created_at, sent_at)
+			SELECT 'test.old', '$2-' || g, '{}', 'sent', 1, now() - interval '10 days', now() - interval '10 days'
+			FROM generate_series($i + 1, $i + 500) g" >/dev/null
+	done
+}
+# feed N MS TAG: N new rows, one every MS ms, from now
+feed() {
+	"$PY" - "$DATABASE_URL" "$1" "$2" "$3" <<'PYEOF'
 import subprocess, sys, time
 p = subprocess.Popen(["psql", "-qX", sys.argv[1]], stdin=subprocess.PIPE, text=True)
 t0 = time.monotonic()
 for i in range(int(sys.argv[2])):
-    d = t0 + i * 0.02 - time.monotonic()
+    d = t0 + i * int(sys.argv[3]) / 1000 - time.monotonic()
     if d > 0:
         time.sleep(d)
-    p.stdin.write(f"INSERT INTO outbox (event_type, ordering_key, payload) VALUES ('test.new', 'new-{i}', '{{}}');\n")
+    p.stdin.write(f"INSERT INTO outbox (event_type, ordering_key, payload) VALUES ('test.{sys.argv[4]}', '{sys.argv[4]}-{i}', '{{}}');\n")
     p.stdin.flush()
 p.stdin.close()
 p.wait()
 PYEOF
+}
+webhook_receiver_start
+webhook_conf_write "$T_DIR/outbox.conf" 2000 "workers = 2" "batch_size = 10" \
+	"poll_interval = 200" "lease = 4000" "retention = 3600"
+
+# First, fast deletes under steady traffic (a row every 5 ms for 15 s, the
+# receiver answering in 20 ms, so relay 1 nearly always holds rows):
+# retention must not wait for a quiet moment for ever.  The first pass
+# begins 5 s in; its first delete, not timed yet, waits at most 5 s.
+webhook_receiver_slow 20
+old_rows 1500 warm
+outboxd_start "$T_DIR/outbox.conf"
+feed 3000 5 warm
+check_eq "old rows left when 15 s of steady traffic end (the pass began at 5 s)" 0 \
+	"$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.old'")"
+outboxd_stop
+sql "DELETE FROM outbox" >/dev/null
+: >"$REC"
+webhook_receiver_slow 0
+
+# Then 5 s deletes: a row every 20 ms for 18 s; 1,500 old rows are three
+# deletes.
+old_rows 1500 old
+sql "CREATE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN PERFORM pg_sleep(5); RETURN NULL; END \$\$;
+CREATE TRIGGER slow_delete BEFORE DELETE ON outbox FOR EACH STATEMENT EXECUTE FUNCTION slow_delete();" >/dev/null
+outboxd_start "$T_DIR/outbox.conf"
+feed "$NEW" 20 new
 new_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.new' AND status = 'sent'")" = "$NEW" ]; }
 wait_until 60 "all $NEW new rows sent" new_sent || true
 old_gone() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.old'")" = 0 ]; }
