@@ -30,6 +30,24 @@ static unsigned	 saved_write_errors;
 static const char *const log_names[] = { "debug", "info", "warn", "error" };
 static const char *const log_formats[] = { "logfmt", "json" };
 
+/* Text just cut at byte n must not end inside a UTF-8 sequence (it would
+ * be invalid: PostgreSQL rejects it, JSON readers fail on it): drop a last
+ * sequence whose lead byte says it needs more bytes than are left. */
+static void
+log_utf8_trim(char *s, size_t n)
+{
+	size_t		 lead = n;
+	unsigned char	 c;
+
+	while (lead > 0 && n - lead < 4 &&
+	    ((unsigned char)s[lead - 1] & 0xc0) == 0x80)
+		lead--;
+	if (lead > 0 && ((c = (unsigned char)s[lead - 1]) & 0xc0) == 0xc0 &&
+	    n - lead + 1 < (c >= 0xf0 ? 4u : c >= 0xe0 ? 3u : 2u))
+		n = lead - 1;
+	s[n] = '\0';
+}
+
 char *
 log_utf8_copy(char *dst, size_t size, const char *src)
 {
@@ -37,16 +55,12 @@ log_utf8_copy(char *dst, size_t size, const char *src)
 
 	if (size == 0)
 		return dst;
-	if (n >= size) {
-		/* Back off to the first byte of a sequence: a cut one makes
-		 * the text invalid (PostgreSQL rejects it, JSON readers
-		 * fail on it). */
-		n = size - 1;
-		while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
-			n--;
+	if (n < size) {
+		memcpy(dst, src, n + 1);
+		return dst;
 	}
-	memcpy(dst, src, n);
-	dst[n] = '\0';
+	memcpy(dst, src, size - 1);
+	log_utf8_trim(dst, size - 1);
 	return dst;
 }
 
@@ -242,16 +256,9 @@ log_vwrite_kv(int level, int with_errno, const char *const *kv,
 		    strerror(saved));
 	if (suffix != NULL && n < sizeof(msg))
 		snprintf(msg + n, sizeof(msg) - n, "%s", suffix);
-	/* A message cut at the buffer's end must not end inside a UTF-8
-	 * sequence (a JSON reader rejects the line). */
-	n = strlen(msg);
-	if (n == sizeof(msg) - 1) {
-		while (n > 0 && ((unsigned char)msg[n - 1] & 0xc0) == 0x80)
-			n--;
-		if (n > 0 && ((unsigned char)msg[n - 1] & 0xc0) == 0xc0)
-			n--;		/* the lead byte of the cut sequence */
-		msg[n] = '\0';
-	}
+	/* A message cut at the buffer's end, possibly inside a character. */
+	if ((n = strlen(msg)) == sizeof(msg) - 1)
+		log_utf8_trim(msg, n);
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
 	n = strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);

@@ -435,6 +435,26 @@ test_admin_conf(void **state)
 	unlink(path);
 }
 
+/* log_utf8_copy() cuts at a character, never inside one, and keeps a last
+ * character that fits whole. */
+static void
+test_utf8_copy(void **state)
+{
+	char	buf[8];
+
+	(void)state;
+	assert_string_equal(log_utf8_copy(buf, 3, "a\xc3\xa9"), "a");
+	assert_string_equal(log_utf8_copy(buf, 4, "a\xc3\xa9"), "a\xc3\xa9");
+	assert_string_equal(log_utf8_copy(buf, 4, "a\xe2\x82\xac"), "a");
+	assert_string_equal(log_utf8_copy(buf, 5, "a\xe2\x82\xac!"),
+	    "a\xe2\x82\xac");
+	assert_string_equal(log_utf8_copy(buf, 5, "a\xf0\x9f\x98\x80"), "a");
+	assert_string_equal(log_utf8_copy(buf, 6, "a\xf0\x9f\x98\x80"),
+	    "a\xf0\x9f\x98\x80");
+	assert_string_equal(log_utf8_copy(buf, 3, "abcd"), "ab");
+	assert_string_equal(log_utf8_copy(buf, 8, "short"), "short");
+}
+
 int
 main(void)
 {
@@ -445,6 +465,7 @@ main(void)
 		cmocka_unit_test(test_publish_reason),
 		cmocka_unit_test(test_ready),
 		cmocka_unit_test(test_log_json_and_limit),
+		cmocka_unit_test(test_utf8_copy),
 		cmocka_unit_test(test_redrive_parse),
 		cmocka_unit_test(test_token_equal),
 		cmocka_unit_test(test_admin_conf),
