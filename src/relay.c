@@ -33,8 +33,8 @@
 #include <sys/queue.h>
 
 #include <errno.h>
-#include <stddef.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,7 +172,6 @@ static void	relay_finish(struct relay *);
 static void	relay_disconnect(struct relay *, const char *);
 static void	relay_purge_start(struct relay *);
 static void	relay_purged(struct relay *, PGresult *);
-static void	relay_purge_end(struct relay *, int);
 
 static int64_t
 relay_new_claim(void)
@@ -903,6 +902,36 @@ relay_claim_held(struct relay *r)
 }
 
 /*
+ * Is it a retention delete's turn?  When nothing else is owed (busy: a
+ * claim or a mark is), or once per RELAY_PURGE_GAP while they keep coming;
+ * and unless the delete (as long as the last one; before one was timed,
+ * any length) could push a mark past a lease.  Held RELAY_PURGE_HELD_MAX
+ * (relay 1 may hold rows all the time under steady traffic), it goes
+ * anyway, and is timed again: traffic cannot keep retention away.
+ */
+static int
+relay_purge_due(struct relay *r, int busy)
+{
+	int64_t	now = clock_mono_us(), left;
+
+	if (!r->want_purge || r->stopping ||
+	    (busy && now - r->purge_last_us < RELAY_PURGE_GAP * 1000))
+		return 0;
+	if (!relay_held(r, r->purge_cost_us > 0 ? r->purge_cost_us :
+	    INT64_MAX / 4, &left))
+		return 1;
+	if (r->purge_held_us == 0)
+		r->purge_held_us = now;
+	if (now - r->purge_held_us < RELAY_PURGE_HELD_MAX * 1000)
+		return 0;
+	log_limited(&r->purge_limit, LOG_LEVEL_INFO, "retention: a delete "
+	    "waited %d ms for the rows this relay holds to be marked, it goes "
+	    "now (the last one took %lld ms)", RELAY_PURGE_HELD_MAX,
+	    (long long)r->purge_cost_us / 1000);
+	return 1;
+}
+
+/*
  * Start the next statement the relay owes, unless one is in flight: the
  * mark of the sent rows (it may find their keys' next rows) or a claim if
  * there is room; when both are owed, the one that did not go last.
@@ -910,7 +939,6 @@ relay_claim_held(struct relay *r)
 static void
 relay_next(struct relay *r)
 {
-	int64_t	left;
 	int	mark, claim;
 
 	if (r->conn == NULL || r->busy != RELAY_Q_NONE)
@@ -918,32 +946,9 @@ relay_next(struct relay *r)
 	mark = r->want_mark && r->nsent > 0;
 	claim = r->want_claim && !r->stopping &&
 	    r->inflight < RELAY_MAX_INFLIGHT && !relay_claim_held(r);
-	/* Retention goes when nothing else is owed, or once per
-	 * RELAY_PURGE_GAP while claims and marks keep coming, unless its
-	 * delete (as long as the last one; before one was timed, any
-	 * length) could push a mark past a lease.  Held RELAY_PURGE_HELD_MAX
-	 * (relay 1 may hold rows all the time under steady traffic), it goes
-	 * anyway, and is timed again: traffic cannot keep retention away. */
-	if (r->want_purge && !r->stopping && ((!mark && !claim) ||
-	    clock_mono_us() - r->purge_last_us >= RELAY_PURGE_GAP * 1000)) {
-		int64_t	now = clock_mono_us();
-		int	held = relay_held(r, r->purge_cost_us > 0 ?
-			    r->purge_cost_us : INT64_MAX / 4, &left);
-
-		if (held && r->purge_held_us == 0)
-			r->purge_held_us = now;
-		if (!held ||
-		    now - r->purge_held_us >= RELAY_PURGE_HELD_MAX * 1000) {
-			if (held)
-				log_limited(&r->purge_limit, LOG_LEVEL_INFO,
-				    "retention: a delete waited %d ms for the "
-				    "rows this relay holds to be marked, it goes "
-				    "now (the last one took %lld ms)",
-				    RELAY_PURGE_HELD_MAX,
-				    (long long)r->purge_cost_us / 1000);
-			relay_purge_start(r);
-			return;
-		}
+	if (relay_purge_due(r, mark || claim)) {
+		relay_purge_start(r);
+		return;
 	}
 	/* Taking turns bounds each one's wait to one statement of the
 	 * other.  Claims always first held acked rows unmarked past their
@@ -1206,20 +1211,6 @@ relay_on_purge(evutil_socket_t fd, short what, void *arg)
 	relay_next(r);
 }
 
-/* End the retention pass: say what it deleted, set the next (sooner when
- * this one left rows due). */
-static void
-relay_purge_end(struct relay *r, int more)
-{
-	struct timeval	tv = { more ? 1 : RELAY_PURGE_EVERY, 0 };
-
-	r->want_purge = 0;
-	if (r->purge_total > 0)
-		log_info("retention: deleted %ld sent row(s) older than %ld s",
-		    r->purge_total, r->conf->relay.retention);
-	evtimer_add(r->purge_ev, &tv);
-}
-
 static void
 relay_purge_start(struct relay *r)
 {
@@ -1239,11 +1230,13 @@ relay_purge_start(struct relay *r)
 }
 
 /* A retention statement's answer (res NULL: it failed): go on with the
- * pass, or end it and set the time of the next. */
+ * pass, or end it, say what it deleted and set the next (sooner when this
+ * one left rows due). */
 static void
 relay_purged(struct relay *r, PGresult *res)
 {
-	int	n = res != NULL ? atoi(PQcmdTuples(res)) : 0;
+	struct timeval	 tv = { RELAY_PURGE_EVERY, 0 };
+	int		 n = res != NULL ? atoi(PQcmdTuples(res)) : 0;
 
 	r->purge_last_us = clock_mono_us();
 	if (res != NULL)
@@ -1253,7 +1246,13 @@ relay_purged(struct relay *r, PGresult *res)
 	if (n == RELAY_PURGE_BATCH && ++r->purge_rounds < RELAY_PURGE_ROUNDS &&
 	    !r->stopping)
 		return;			/* want_purge: the next statement */
-	relay_purge_end(r, n == RELAY_PURGE_BATCH);
+	r->want_purge = 0;
+	if (r->purge_total > 0)
+		log_info("retention: deleted %ld sent row(s) older than %ld s",
+		    r->purge_total, r->conf->relay.retention);
+	if (n == RELAY_PURGE_BATCH)
+		tv.tv_sec = 1;
+	evtimer_add(r->purge_ev, &tv);
 }
 
 /* Length of "scheme://host[:port]" at the start of url. */
