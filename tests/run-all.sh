@@ -187,7 +187,9 @@ san_build() (
 if [ $BUILD = 1 ] && [ $SAN = 1 ] && { [ ${#ONLY[@]} = 0 ] || [ $SAN_ALWAYS = 1 ]; }; then
 	banner "sanitizer pass (ASan + UBSan): build, unit tests, ${SAN_SCENARIOS[*]}"
 	SANDIR=$LOGDIR/san
-	SAN_REPORT_RE='ERROR: (Address|Leak)Sanitizer|runtime error: '
+	# What AddressSanitizer, LeakSanitizer and UBSan print when they find
+	# something; the scenarios grep their logs for it (tests/lib/common.sh).
+	export SAN_REPORT_RE='ERROR: (Address|Leak)Sanitizer|runtime error: '
 	export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 	export OUTBOXD_SANITIZERS=1
 	if step san-build san_build "$SANDIR/tree"; then
@@ -204,7 +206,7 @@ if [ $BUILD = 1 ] && [ $SAN = 1 ] && { [ ${#ONLY[@]} = 0 ] || [ $SAN_ALWAYS = 1 
 			fi
 		done
 	fi
-	unset ASAN_OPTIONS UBSAN_OPTIONS OUTBOXD_SANITIZERS
+	unset ASAN_OPTIONS UBSAN_OPTIONS OUTBOXD_SANITIZERS SAN_REPORT_RE
 	[ $FAIL != 0 ] || rm -rf "$SANDIR/tree"
 fi
 

@@ -26,8 +26,6 @@ T_FAIL=0
 T_DIR=
 T_CLEANUP=()
 T_LOGS=()
-# What AddressSanitizer, LeakSanitizer and UBSan print when they find something.
-SAN_REPORT_RE='ERROR: (Address|Leak)Sanitizer|runtime error: '
 PY=/usr/bin/python3
 export OUTBOXD_TEST_TAG=${OUTBOXD_TEST_TAG:-adhoc-$$}
 
@@ -85,12 +83,13 @@ _t_exit() {
 	for ((i = ${#T_CLEANUP[@]} - 1; i >= 0; i--)); do
 		eval "${T_CLEANUP[$i]}" || printf 'WARN cleanup step failed: %s\n' "${T_CLEANUP[$i]}"
 	done
-	# Under tests/run-all.sh's sanitizer pass: a report in any log of the
-	# scenario (outboxd's workers write theirs to its log) fails it, even
-	# when the checks passed (a worker the master restarted, say).
+	# Under tests/run-all.sh's sanitizer pass (which exports both
+	# variables): a report in any log of the scenario (outboxd's workers
+	# write theirs to its log) fails it, even when the checks passed (a
+	# worker the master restarted, say).
 	if [ "${OUTBOXD_SANITIZERS:-0}" = 1 ] && [ -n "$T_DIR" ] && [ -d "$T_DIR" ]; then
 		local hits
-		hits=$(grep -rlE "$SAN_REPORT_RE" "$T_DIR" 2>/dev/null | head -5)
+		hits=$(grep -rlE "${SAN_REPORT_RE:?set by tests/run-all.sh}" "$T_DIR" 2>/dev/null | head -5)
 		if [ -n "$hits" ]; then
 			printf 'FAIL sanitizer report in %s\n' $hits
 			grep -hE -A 12 "$SAN_REPORT_RE" $hits | head -n 60
