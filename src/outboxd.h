@@ -639,6 +639,19 @@ int		 admin_pause(struct pg_conn *, int paused, struct cJSON **out,
  * not depend on where they differ (SHA-256 of both, CRYPTO_memcmp). */
 int		 admin_token_equal(const char *a, const char *b);
 
+/* ---- retention.c: deleting old sent rows (in relay 1) ------------------ */
+
+struct retention;
+/* Start deleting sent rows older than conf->relay.retention s on a
+ * PostgreSQL connection of its own, from base's loop: the first pass 5 s
+ * from now, then one a minute.  conf must outlive it.  NULL when out of
+ * memory; free with retention_free(). */
+struct retention *retention_new(struct event_base *, const struct conf *);
+/* No more passes; a delete in flight is cancelled (PQcancel) and its
+ * answer waited for, so none goes on in PostgreSQL.  NULL is ignored. */
+void		 retention_stop(struct retention *);
+void		 retention_free(struct retention *);
+
 /* ---- worker entry points (one file each); return the exit status ------ */
 
 int		 http_worker_main(struct conf *, int listen_fd, int index);

@@ -15,11 +15,12 @@
  * (one statement in flight on the relay's connection, its result read
  * when the socket is readable): while the server works on them the relay
  * goes on with the sink's answers.  Waiting for them held a webhook relay
- * idle for a third of its time.  Rarer statements (a failure, retention)
- * wait, after the statement in flight has been answered.  Claimed rows
- * wait in the relay for a free slot at the sink (relay_pump()); a claim
- * is made while enough of them are still waiting to keep the sink busy
- * until its answer comes.
+ * idle for a third of its time.  Rarer statements (a failure) wait, after
+ * the statement in flight has been answered.  Claimed rows wait in the
+ * relay for a free slot at the sink (relay_pump()); a claim is made while
+ * enough of them are still waiting to keep the sink busy until its answer
+ * comes.  Relay 1 also runs retention (retention.c), on a connection of
+ * its own.
  *
  * Wake-ups: relay 1 LISTENs on OUTBOX_CHANNEL (a payload-free hint sent
  * once per inserting statement) and claims on every notification; every
@@ -54,13 +55,6 @@
 #define RELAY_RECONNECT_MAX	5000	/* ms */
 #define RELAY_RETRY_AFTER_MAX	3600000	/* ms, cap on a broker's Retry-After */
 #define RELAY_ERROR_MAX		1000	/* bytes of last_error kept */
-#define RELAY_PURGE_BATCH	500	/* sent rows deleted per statement */
-#define RELAY_PURGE_ROUNDS	20	/* statements per retention pass */
-#define RELAY_PURGE_EVERY	60	/* s between retention passes */
-#define RELAY_PURGE_HELD_MAX	5000	/* ms a delete is held, at most */
-#define RELAY_PURGE_GAP		100	/* ms between its statements, at
-					   least, while claims and marks
-					   are owed */
 
 /* SQS counts the attribute's name, type and value toward the size. */
 #define RELAY_ATTR_OVERHEAD	(sizeof("EventType") - 1 + sizeof("String") - 1)
@@ -88,7 +82,7 @@ static const int relay_sink_slots[] = {
 struct relay;
 
 /* The statement in flight on a relay's connection, if any. */
-enum relay_query { RELAY_Q_NONE, RELAY_Q_CLAIM, RELAY_Q_SENT, RELAY_Q_PURGE };
+enum relay_query { RELAY_Q_NONE, RELAY_Q_CLAIM, RELAY_Q_SENT };
 
 /* Up to RELAY_CHUNK_MAX messages published with one sink call. */
 struct relay_chunk {
@@ -122,7 +116,7 @@ struct relay {
 	struct event		*conn_ev;	/* readable: notifications */
 	struct event		*poll_ev;	/* poll_interval safety net */
 	struct event		*reconnect_ev;
-	struct event		*purge_ev;	/* retention of sent rows */
+	struct retention	*retention;	/* relay 1: old sent rows */
 	const struct sink	*sink;
 	long			 reconnect_delay;
 	int			 reconnect_fails;
@@ -145,21 +139,14 @@ struct relay {
 	int64_t			 busy_us;	/* ... when it was sent */
 	int64_t			 claim_cost_us;	/* how long claims take */
 	int64_t			 mark_cost_us;	/* ... and marks */
-	int64_t			 purge_cost_us;	/* ... and retention deletes */
 	int			 busy_asked;	/* ... a claim's limit */
 	long			 wait_max;	/* ms a claimed chunk may wait
 						   for the sink, see relay_pump */
 	struct log_limit	 stale_limit;	/* "too late to publish" */
 	struct log_limit	 hold_limit;	/* "holding the next claim" */
-	struct log_limit	 purge_limit;	/* "a delete waited" */
 	int			 want_claim;	/* claim when the connection is free */
 	int			 want_mark;	/* mark the sent rows, likewise */
 	int			 marked_last;	/* the last statement was a mark */
-	int			 want_purge;	/* a retention pass is under way */
-	int			 purge_rounds;	/* ... its statements so far */
-	long			 purge_total;	/* ... rows it deleted */
-	int64_t			 purge_last_us;	/* ... its last statement ended */
-	int64_t			 purge_held_us;	/* ... held since (0: not) */
 	unsigned		 prepared;	/* relay_stmt bits, this conn */
 	int			 followers;	/* marked rows' keys have more */
 	int			 stopping;
@@ -170,8 +157,6 @@ static void	relay_pump(struct relay *);
 static void	relay_next(struct relay *);
 static void	relay_finish(struct relay *);
 static void	relay_disconnect(struct relay *, const char *);
-static void	relay_purge_start(struct relay *);
-static void	relay_purged(struct relay *, PGresult *);
 
 static int64_t
 relay_new_claim(void)
@@ -240,12 +225,11 @@ relay_backoff(const struct conf *c, int attempts, long retry_after)
 /* The hot statements, prepared once per connection (bits of prepared):
  * parsing and planning them again for every claim cost the server about
  * as much as running them. */
-enum relay_stmt { RELAY_CLAIM = 1, RELAY_SENT = 2, RELAY_PURGE = 4 };
+enum relay_stmt { RELAY_CLAIM = 1, RELAY_SENT = 2 };
 
 static const char *const relay_stmt_names[] = {
 	[RELAY_CLAIM] = "outboxd_relay_claim",
 	[RELAY_SENT] = "outboxd_relay_sent",
-	[RELAY_PURGE] = "outboxd_relay_purge",
 };
 
 /* After a statement failed: disconnect (and reconnect later) when the
@@ -866,31 +850,23 @@ relay_lease_left(const struct relay *r)
 }
 
 /*
- * Must a statement that takes cost_us wait?  A mark owed while another
- * statement is in flight waits for its answer (one statement at a time on
- * the connection).  When that statement is slow (a loaded server, a lock)
- * against the lease, the mark of rows the sink acks meanwhile can come
- * after their lease has ended, when another relay's claim may have taken
- * them again: they would be published twice.  So a claim or a retention
- * delete is held while it, and the mark after it, could end (twice the
- * time they took lately) after the lease of a row this relay claimed and
- * has not marked yet.  The rows at the sink come back, or are left to
- * their lease by relay_pump(), within the sink's timeout; once they are
- * marked the statement goes.
+ * Must the next claim wait?  A mark owed while a claim is in flight waits
+ * for its answer (one statement at a time on the connection).  When claims
+ * are slow (a loaded server, a lock) against the lease, the mark of rows
+ * the sink acks meanwhile can come after their lease has ended, when
+ * another relay's claim may have taken them again: they would be
+ * published twice.  So a claim is held while it, and the mark after it,
+ * could end (twice the time they took lately) after the lease of a row
+ * this relay claimed and has not marked yet.  The rows at the sink come
+ * back, or are left to their lease by relay_pump(), within the sink's
+ * timeout; once they are marked the claim goes.
  */
-static int
-relay_held(const struct relay *r, int64_t cost_us, int64_t *left)
-{
-	*left = relay_lease_left(r);
-	return 2 * (cost_us + r->mark_cost_us) >= *left;
-}
-
 static int
 relay_claim_held(struct relay *r)
 {
-	int64_t	left;
+	int64_t	left = relay_lease_left(r);
 
-	if (!relay_held(r, r->claim_cost_us, &left))
+	if (2 * (r->claim_cost_us + r->mark_cost_us) < left)
 		return 0;
 	log_limited(&r->hold_limit, LOG_LEVEL_WARN, "holding the next claim "
 	    "until the %d row(s) this relay holds are marked: their lease "
@@ -898,36 +874,6 @@ relay_claim_held(struct relay *r)
 	    r->inflight + r->nsent, (long long)(left > 0 ? left / 1000 : 0),
 	    (long long)r->claim_cost_us / 1000,
 	    (long long)r->mark_cost_us / 1000);
-	return 1;
-}
-
-/*
- * Is it a retention delete's turn?  When nothing else is owed (busy: a
- * claim or a mark is), or once per RELAY_PURGE_GAP while they keep coming;
- * and unless the delete (as long as the last one; before one was timed,
- * any length) could push a mark past a lease.  Held RELAY_PURGE_HELD_MAX
- * (relay 1 may hold rows all the time under steady traffic), it goes
- * anyway, and is timed again: traffic cannot keep retention away.
- */
-static int
-relay_purge_due(struct relay *r, int busy)
-{
-	int64_t	now = clock_mono_us(), left;
-
-	if (!r->want_purge || r->stopping ||
-	    (busy && now - r->purge_last_us < RELAY_PURGE_GAP * 1000))
-		return 0;
-	if (!relay_held(r, r->purge_cost_us > 0 ? r->purge_cost_us :
-	    INT64_MAX / 4, &left))
-		return 1;
-	if (r->purge_held_us == 0)
-		r->purge_held_us = now;
-	if (now - r->purge_held_us < RELAY_PURGE_HELD_MAX * 1000)
-		return 0;
-	log_limited(&r->purge_limit, LOG_LEVEL_INFO, "retention: a delete "
-	    "waited %d ms for the rows this relay holds to be marked, it goes "
-	    "now (the last one took %lld ms)", RELAY_PURGE_HELD_MAX,
-	    (long long)r->purge_cost_us / 1000);
 	return 1;
 }
 
@@ -946,10 +892,6 @@ relay_next(struct relay *r)
 	mark = r->want_mark && r->nsent > 0;
 	claim = r->want_claim && !r->stopping &&
 	    r->inflight < RELAY_MAX_INFLIGHT && !relay_claim_held(r);
-	if (relay_purge_due(r, mark || claim)) {
-		relay_purge_start(r);
-		return;
-	}
 	/* Taking turns bounds each one's wait to one statement of the
 	 * other.  Claims always first held acked rows unmarked past their
 	 * lease during a backlog (published twice); marks always first kept
@@ -977,31 +919,18 @@ relay_complete(struct relay *r)
 {
 	enum relay_query	 q = r->busy;
 	PGresult		*res = r->busy_res;
-	const char		*state, *msg;
 
 	r->busy = RELAY_Q_NONE;
 	r->busy_res = NULL;
-	if (PQresultStatus(res) != (q == RELAY_Q_PURGE ? PGRES_COMMAND_OK :
-	    PGRES_TUPLES_OK)) {
-		if (q != RELAY_Q_PURGE || PQstatus(r->conn) != CONNECTION_OK)
-			relay_failed(r, res);
-		else if (r->stopping && (state = PQresultErrorField(res,
-		    PG_DIAG_SQLSTATE)) != NULL && strcmp(state, "57014") == 0)
-			log_info("retention: delete cancelled by the stop");
-		else
-			log_error("retention: delete failed: %s",
-			    (msg = PQresultErrorField(res,
-			    PG_DIAG_MESSAGE_PRIMARY)) != NULL ? msg :
-			    PQresStatus(PQresultStatus(res)));
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		relay_failed(r, res);
 		PQclear(res);
 		res = NULL;
 	}
 	if (q == RELAY_Q_CLAIM)
 		relay_claimed(r, res);
-	else if (q == RELAY_Q_SENT)
-		relay_marked(r, res);
 	else
-		relay_purged(r, res);
+		relay_marked(r, res);
 	PQclear(res);
 }
 
@@ -1187,74 +1116,6 @@ relay_disconnect(struct relay *r, const char *why)
 	evtimer_add(r->reconnect_ev, &tv);
 }
 
-/*
- * Retention: delete sent rows older than relay.retention in small batches
- * (RELAY_PURGE_BATCH, oldest first, up to RELAY_PURGE_ROUNDS statements a
- * pass), so no statement holds many row locks or runs long next to the
- * inserts.  Runs in relay 1 of every instance; a pass that found more
- * comes back in a second, else in RELAY_PURGE_EVERY.  Each statement goes
- * out like a claim, without waiting, and takes its turn in relay_next():
- * 20 deletes in a row, each waited for, held relay 1 (the one that answers
- * notifications) for up to a second.
- */
-static void
-relay_on_purge(evutil_socket_t fd, short what, void *arg)
-{
-	struct relay	*r = arg;
-
-	(void)fd;
-	(void)what;
-	r->want_purge = 1;
-	r->purge_rounds = 0;
-	r->purge_total = 0;
-	r->purge_held_us = 0;
-	relay_next(r);
-}
-
-static void
-relay_purge_start(struct relay *r)
-{
-	char		 age[24], lim[24];
-	const char	*p[2];
-
-	snprintf(age, sizeof(age), "%ld", r->conf->relay.retention);
-	snprintf(lim, sizeof(lim), "%d", RELAY_PURGE_BATCH);
-	p[0] = age;
-	p[1] = lim;
-	if (relay_send(r, RELAY_Q_PURGE, RELAY_PURGE, "DELETE FROM outbox "
-	    "WHERE id IN (SELECT id FROM outbox WHERE status = 'sent' AND "
-	    "sent_at < now() - $1 * interval '1 second' "
-	    "ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)", 2, p) == -1 &&
-	    r->conn != NULL)
-		relay_purged(r, NULL);	/* logged; the pass ends */
-}
-
-/* A retention statement's answer (res NULL: it failed): go on with the
- * pass, or end it, say what it deleted and set the next (sooner when this
- * one left rows due). */
-static void
-relay_purged(struct relay *r, PGresult *res)
-{
-	struct timeval	 tv = { RELAY_PURGE_EVERY, 0 };
-	int		 n = res != NULL ? atoi(PQcmdTuples(res)) : 0;
-
-	r->purge_last_us = clock_mono_us();
-	if (res != NULL)
-		relay_cost(&r->purge_cost_us, r->purge_last_us - r->busy_us);
-	r->purge_total += n;
-	r->purge_held_us = 0;
-	if (n == RELAY_PURGE_BATCH && ++r->purge_rounds < RELAY_PURGE_ROUNDS &&
-	    !r->stopping)
-		return;			/* want_purge: the next statement */
-	r->want_purge = 0;
-	if (r->purge_total > 0)
-		log_info("retention: deleted %ld sent row(s) older than %ld s",
-		    r->purge_total, r->conf->relay.retention);
-	if (n == RELAY_PURGE_BATCH)
-		tv.tv_sec = 1;
-	evtimer_add(r->purge_ev, &tv);
-}
-
 /* Length of "scheme://host[:port]" at the start of url. */
 static int
 relay_url_origin_len(const char *url)
@@ -1271,16 +1132,7 @@ relay_stop(void *arg)
 	struct relay	*r = arg;
 
 	r->stopping = 1;
-	/* A retention delete in flight could outlast shutdown_timeout (and
-	 * go on in PostgreSQL after the relay is killed): cancel it. */
-	if (r->busy == RELAY_Q_PURGE && r->conn != NULL) {
-		PGcancel	*cancel = PQgetCancel(r->conn);
-		char		 err[256];
-
-		if (cancel == NULL || !PQcancel(cancel, err, sizeof(err)))
-			log_warnx("retention: cannot cancel the delete");
-		PQfreeCancel(cancel);
-	}
+	retention_stop(r->retention);
 	/* Rows already at the sink are recorded; claimed rows still waiting
 	 * for it are given back, unclaimed rows stay pending for the next
 	 * relay.  A statement in flight is answered first (relay_on_conn). */
@@ -1329,13 +1181,9 @@ relay_main(struct conf *conf, int index)
 	if (r.reconnect_ev == NULL || r.record_ev == NULL || r.poll_ev == NULL ||
 	    event_add(r.poll_ev, &tv) == -1)
 		fatalx("event_add");
-	if (index == 1 && conf->relay.retention > 0) {
-		struct timeval	first = { 5, 0 };
-
-		if ((r.purge_ev = evtimer_new(r.base, relay_on_purge,
-		    &r)) == NULL || evtimer_add(r.purge_ev, &first) == -1)
-			fatalx("event_add");
-	}
+	if (index == 1 && conf->relay.retention > 0 &&
+	    (r.retention = retention_new(r.base, conf)) == NULL)
+		fatalx("retention_new");
 	/* A webhook URL may carry a token in its path or query: log only
 	 * the scheme and host. */
 	log_info("publishing to %s %.*s (batch %d, poll %ld ms)",
@@ -1363,8 +1211,7 @@ relay_main(struct conf *conf, int index)
 	event_free(r.reconnect_ev);
 	event_free(r.record_ev);
 	free(r.sent);
-	if (r.purge_ev != NULL)
-		event_free(r.purge_ev);
+	retention_free(r.retention);
 	httpc_free(r.httpc);
 	event_base_free(r.base);
 	log_info("stopped");

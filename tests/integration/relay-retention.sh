@@ -76,6 +76,8 @@ for t in recent-sent new-sent old-pending pending-old-sent-at old-failed failed-
 	say "  $t: $(sql "SELECT count(*) FROM outbox WHERE ordering_key LIKE '$t-%'") left"
 done
 check_eq "rows in the outbox" 24 "$(sql "SELECT count(*) FROM outbox")"
+check_eq "retention's own connections (application_name 'outboxd retention')" 1 \
+	"$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'outboxd retention'")"
 check "the log reports the purge ($(grep -o 'retention: deleted [^"]*' "$OUTBOXD_LOG" | paste -sd';'))" \
 	grep -q "retention: deleted $((OLD + 5)) sent row(s) older than $RETENTION s" "$OUTBOXD_LOG"
 check_eq "retention passes that reported deletions" 1 "$(grep -c 'retention: deleted' "$OUTBOXD_LOG" || true)"

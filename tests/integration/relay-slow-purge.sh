@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# relay-slow-purge.sh -- retention deletes that take 5 s each (a trigger
-# sleeps; think of a server under an I/O storm) while rows keep coming, two
-# relays, lease = 4000 ms, webhook.timeout = 2000 ms.  Relay 1 runs the
-# deletes on the connection it marks on: a mark owed during a delete waits
-# for it and can come after the lease of the rows it marks, when relay 2
-# may have claimed them again (published twice).  A delete is held, like a
-# slow claim, while it could push a mark past a lease.
-# Asserts: every new row is sent and delivered once (requests = rows =
-# distinct webhook-ids); the old rows are deleted; a SIGTERM during a
-# delete cancels it and stops at once, exit status 0.
+# relay-slow-purge.sh -- retention deletes that suddenly take 5 s (a
+# trigger sleeps; think of a server under an I/O storm) while rows keep
+# coming, two relays, lease = 4000 ms, webhook.timeout = 2000 ms.  Relay 1
+# runs retention; on the connection it marks on, a mark owed during such a
+# delete waited for it and came after the lease of the rows it marked, when
+# relay 2 could claim them again (published twice).  Retention has a
+# connection of its own.
+# Asserts: retention keeps up under steady traffic; every new row is sent
+# and delivered once (requests = rows = distinct webhook-ids) while the
+# deletes are slow; the old rows are deleted; a SIGTERM during a delete
+# cancels it and stops at once, exit status 0.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
 test_init
@@ -61,11 +62,12 @@ sql "DELETE FROM outbox" >/dev/null
 : >"$REC"
 webhook_receiver_slow 0
 
-# Then 5 s deletes: a row every 20 ms for 18 s; 1,500 old rows are three
-# deletes.
-old_rows 1500 old
-sql "CREATE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS \$\$
-BEGIN PERFORM pg_sleep(5); RETURN NULL; END \$\$;
+# Then deletes that turn slow: a row every 20 ms for 18 s; 2,000 old rows
+# are four deletes, the first 0.3 s, the others 5 s each.
+old_rows 2000 old
+sql "CREATE SEQUENCE slow_delete_n;
+CREATE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN PERFORM pg_sleep(CASE WHEN nextval('slow_delete_n') = 1 THEN 0.3 ELSE 5 END); RETURN NULL; END \$\$;
 CREATE TRIGGER slow_delete BEFORE DELETE ON outbox FOR EACH STATEMENT EXECUTE FUNCTION slow_delete();" >/dev/null
 outboxd_start "$T_DIR/outbox.conf"
 feed "$NEW" 20 new

@@ -1,0 +1,270 @@
+/*
+ * retention.c - deletes sent outbox rows older than relay.retention.
+ *
+ * Runs inside relay 1 of each instance, on a PostgreSQL connection of its
+ * own.  It used to share the relay's connection, where a mark owed during
+ * a delete had to wait for it: a delete suddenly slower than the last one
+ * (a server under an I/O storm) pushed marks past their rows' lease, and
+ * another relay published those rows again.  On its own connection a
+ * delete holds up nothing but itself.
+ *
+ * Rows go in small batches (RETENTION_BATCH, oldest first, up to
+ * RETENTION_ROUNDS statements a pass), so no statement holds many row
+ * locks or runs long next to the inserts.  The first pass is
+ * RETENTION_FIRST s after the relay starts; a pass that left rows due is
+ * followed by another in a second, else in RETENTION_EVERY.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <libpq-fe.h>
+
+#include "outboxd.h"
+
+#define RETENTION_BATCH		500	/* sent rows deleted per statement */
+#define RETENTION_ROUNDS	20	/* statements per pass */
+#define RETENTION_FIRST		5	/* s from the start to the first pass */
+#define RETENTION_EVERY		60	/* s between passes */
+
+struct retention {
+	const struct conf	*conf;
+	struct event_base	*base;
+	PGconn			*conn;
+	struct event		*timer;		/* the next pass */
+	struct event		*conn_ev;	/* readable: a delete's answer */
+	PGresult		*res;		/* ... its result, once read */
+	int			 busy;		/* a delete is in flight */
+	int			 rounds;	/* statements this pass */
+	long			 total;		/* rows this pass deleted */
+	int			 connect_failed; /* warned once per outage */
+	int			 stopping;
+};
+
+static void	retention_send(struct retention *);
+
+static void
+retention_close(struct retention *rt)
+{
+	if (rt->conn_ev != NULL) {
+		event_free(rt->conn_ev);
+		rt->conn_ev = NULL;
+	}
+	PQclear(rt->res);
+	rt->res = NULL;
+	if (rt->conn != NULL)
+		PQfinish(rt->conn);
+	rt->conn = NULL;
+	rt->busy = 0;
+}
+
+/* The pass is over: say what it deleted, and set the next one (sooner
+ * when the last statement found a full batch). */
+static void
+retention_end(struct retention *rt, int more)
+{
+	struct timeval	tv = { more ? 1 : RETENTION_EVERY, 0 };
+
+	if (rt->total > 0)
+		log_info("retention: deleted %ld sent row(s) older than %ld s",
+		    rt->total, rt->conf->relay.retention);
+	if (!rt->stopping)
+		evtimer_add(rt->timer, &tv);
+}
+
+/* A delete's answer: go on with the pass or end it.  A failure is logged
+ * and ends the pass; a broken connection is opened again by the next. */
+static void
+retention_done(struct retention *rt, PGresult *res)
+{
+	const char	*msg;
+	int		 n;
+
+	rt->busy = 0;
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		if ((msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)) ==
+		    NULL)
+			msg = PQerrorMessage(rt->conn);
+		log_error("retention: delete failed: %s", *msg != '\0' ? msg :
+		    PQresStatus(PQresultStatus(res)));
+		if (PQstatus(rt->conn) != CONNECTION_OK)
+			retention_close(rt);
+		retention_end(rt, 0);
+		return;
+	}
+	n = atoi(PQcmdTuples(res));
+	rt->total += n;
+	if (n == RETENTION_BATCH && ++rt->rounds < RETENTION_ROUNDS &&
+	    !rt->stopping)
+		retention_send(rt);
+	else
+		retention_end(rt, n == RETENTION_BATCH);
+}
+
+static void
+retention_on_conn(evutil_socket_t fd, short what, void *arg)
+{
+	struct retention	*rt = arg;
+	PGresult		*res;
+
+	(void)fd;
+	(void)what;
+	if (PQconsumeInput(rt->conn) == 0) {
+		log_warnx("retention: connection lost: %s",
+		    PQerrorMessage(rt->conn));
+		retention_close(rt);
+		retention_end(rt, 0);
+		return;
+	}
+	while (rt->busy && !PQisBusy(rt->conn)) {
+		if ((res = PQgetResult(rt->conn)) != NULL) {
+			if (rt->res == NULL)
+				rt->res = res;
+			else
+				PQclear(res);
+			continue;
+		}
+		res = rt->res != NULL ? rt->res :
+		    PQmakeEmptyPGresult(rt->conn, PGRES_FATAL_ERROR);
+		rt->res = NULL;
+		retention_done(rt, res);
+		PQclear(res);
+	}
+}
+
+/* Send the pass's next delete without waiting; retention_on_conn() reads
+ * its answer. */
+static void
+retention_send(struct retention *rt)
+{
+	char		 age[24], lim[24];
+	const char	*p[2];
+
+	snprintf(age, sizeof(age), "%ld", rt->conf->relay.retention);
+	snprintf(lim, sizeof(lim), "%d", RETENTION_BATCH);
+	p[0] = age;
+	p[1] = lim;
+	if (!PQsendQueryParams(rt->conn, "DELETE FROM outbox "
+	    "WHERE id IN (SELECT id FROM outbox WHERE status = 'sent' AND "
+	    "sent_at < now() - $1 * interval '1 second' "
+	    "ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)", 2, NULL, p, NULL,
+	    NULL, 0)) {
+		log_warnx("retention: connection lost: %s",
+		    PQerrorMessage(rt->conn));
+		retention_close(rt);
+		retention_end(rt, 0);
+		return;
+	}
+	rt->busy = 1;
+}
+
+/*
+ * Open the connection (blocking, like the relay's own: it happens once,
+ * and again only after a failure).  Returns 0, or -1 when PostgreSQL
+ * cannot be reached: warned once per outage, the next pass tries again.
+ */
+static int
+retention_connect(struct retention *rt)
+{
+	char	err[512];
+
+	if ((rt->conn = db_connect(rt->conf->database, "retention", err,
+	    sizeof(err))) == NULL) {
+		if (!rt->connect_failed++)
+			log_warnx("retention: cannot connect to PostgreSQL: "
+			    "%s; trying again at the next pass", err);
+		return -1;
+	}
+	rt->connect_failed = 0;
+	if ((rt->conn_ev = event_new(rt->base, PQsocket(rt->conn),
+	    EV_READ | EV_PERSIST, retention_on_conn, rt)) == NULL ||
+	    event_add(rt->conn_ev, NULL) == -1)
+		fatalx("event_add");
+	return 0;
+}
+
+static void
+retention_on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct retention	*rt = arg;
+
+	(void)fd;
+	(void)what;
+	rt->rounds = 0;
+	rt->total = 0;
+	if (rt->conn == NULL && retention_connect(rt) == -1) {
+		retention_end(rt, 0);
+		return;
+	}
+	retention_send(rt);
+}
+
+struct retention *
+retention_new(struct event_base *base, const struct conf *conf)
+{
+	struct retention	*rt;
+	struct timeval		 first = { RETENTION_FIRST, 0 };
+
+	if ((rt = calloc(1, sizeof(*rt))) == NULL)
+		return NULL;
+	rt->conf = conf;
+	rt->base = base;
+	if ((rt->timer = evtimer_new(base, retention_on_timer, rt)) == NULL ||
+	    evtimer_add(rt->timer, &first) == -1) {
+		retention_free(rt);
+		return NULL;
+	}
+	return rt;
+}
+
+void
+retention_stop(struct retention *rt)
+{
+	PGcancel	*cancel;
+	PGresult	*res;
+	const char	*state;
+	char		 err[256];
+
+	if (rt == NULL)
+		return;
+	rt->stopping = 1;
+	evtimer_del(rt->timer);
+	if (!rt->busy) {
+		retention_close(rt);
+		return;
+	}
+	/* A delete in flight could outlast shutdown_timeout, and would go
+	 * on in PostgreSQL after the relay exits: cancel it and wait for
+	 * the server's answer, which comes at once. */
+	if ((cancel = PQgetCancel(rt->conn)) == NULL ||
+	    !PQcancel(cancel, err, sizeof(err)))
+		log_warnx("retention: cannot cancel the delete");
+	PQfreeCancel(cancel);
+	while ((res = PQgetResult(rt->conn)) != NULL) {
+		if (rt->res == NULL)
+			rt->res = res;
+		else
+			PQclear(res);
+	}
+	if (rt->res != NULL && PQresultStatus(rt->res) != PGRES_COMMAND_OK &&
+	    (state = PQresultErrorField(rt->res, PG_DIAG_SQLSTATE)) != NULL &&
+	    strcmp(state, "57014") == 0)
+		log_info("retention: delete cancelled by the stop");
+	else if (rt->res != NULL)
+		retention_done(rt, rt->res);	/* it ended first */
+	retention_close(rt);
+}
+
+void
+retention_free(struct retention *rt)
+{
+	if (rt == NULL)
+		return;
+	retention_close(rt);
+	if (rt->timer != NULL)
+		event_free(rt->timer);
+	free(rt);
+}
