@@ -665,17 +665,29 @@ http_db_fill(struct http_db *db)
 	}
 }
 
+static int	http_res_refused(const PGresult *);
+
+/* Log a failed statement.  Orders the database refuses (a 422, see
+ * http_res_refused()) are the client's doing and as frequent as it likes:
+ * those lines are rate-limited, so a client cannot fill the log. */
 static void
 http_db_log_result(struct http_db *db, const PGresult *res)
 {
-	const char	*state, *msg;
-	char		 buf[512];
+	static struct log_limit	 refused_limit;
+	const char		*state, *msg;
+	char			 buf[512];
 
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-	log_warnx("database connection %d: %s (SQLSTATE %s)", db->index,
-	    http_pgmsg(msg != NULL ? msg : PQresStatus(PQresultStatus(res)),
-	    buf, sizeof(buf)), state != NULL ? state : "none");
+	msg = http_pgmsg(msg != NULL ? msg : PQresStatus(PQresultStatus(res)),
+	    buf, sizeof(buf));
+	if (http_res_refused(res))
+		log_limited(&refused_limit, LOG_LEVEL_WARN, "database "
+		    "connection %d: order refused: %s (SQLSTATE %s)",
+		    db->index, msg, state);
+	else
+		log_warnx("database connection %d: %s (SQLSTATE %s)",
+		    db->index, msg, state != NULL ? state : "none");
 }
 
 /*

@@ -138,6 +138,17 @@ b = json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))
 m = b["message"]
 sys.exit(not (b["error"] == "order_refused" and m.startswith("the database refused the order: é") and set(m[32:]) == {"é"}))
 ' "$T_DIR/http.body"
+# A client sending refused orders over and over cannot fill the log: the
+# refusals are logged rate-limited (the first, then one per 10 s per
+# worker, counting the rest), yet each is answered.
+n422=0
+for i in $(seq 1 40); do
+	post_order refused-long 7
+	[ "$HTTP_STATUS" = 422 ] && n422=$((n422 + 1))
+done
+check_eq "40 more refused orders: answered 422" 40 "$n422"
+lines=$(grep -c 'SQLSTATE P0002' "$OUTBOXD_LOG" || true)
+check "  ... logged in a few lines, not one each ($lines for 41)" [ "$lines" -ge 1 -a "$lines" -le 4 ]
 sql "DROP TRIGGER e2e_refuse_long ON orders; DROP FUNCTION e2e_refuse_long()"
 
 # The same refusal inside a group commit: concurrent orders wait behind the
