@@ -183,6 +183,7 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 	r.username = conf->aws.access_key_id;
 	r.password = conf->aws.secret_access_key;
 	r.timeout = timeout;
+	r.arg_free = free;		/* an aborted call's ctx */
 	if (httpc_post(hc, &r, aws_done, ctx) == -1) {
 		log_warnx("%s %s: request not started", aws_service_name(svc),
 		    action);

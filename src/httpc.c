@@ -50,6 +50,7 @@ struct httpc_req {
 	long			 retry_after;	/* s, -1 if absent */
 	httpc_cb		*cb;
 	void			*arg;
+	void			(*arg_free)(void *);
 	char			 errbuf[CURL_ERROR_SIZE];
 };
 
@@ -333,6 +334,8 @@ httpc_destroy(struct httpc *hc)
 	while ((req = LIST_FIRST(&hc->reqs)) != NULL) {
 		LIST_REMOVE(req, entry);
 		curl_multi_remove_handle(hc->multi, req->easy);
+		if (req->arg_free != NULL)
+			req->arg_free(req->arg);
 		httpc_req_free(req);
 	}
 	if (hc->multi != NULL)
@@ -386,6 +389,7 @@ httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
 	req->retry_after = -1;
 	req->cb = cb;
 	req->arg = arg;
+	req->arg_free = r->arg_free;
 	/* Our own copy: POSTFIELDS is not copied by curl, and SigV4 hashes
 	 * exactly these bytes. */
 	if ((req->body = malloc(r->body_len + 1)) == NULL) {

@@ -213,7 +213,8 @@ void		 log_limit_end(struct log_limit *, const char *what);
 int		 proc_worker_signals(struct event_base *base,
 		    void (*on_stop)(void *), void *arg);
 /* Call when the worker's event loop has ended: stop signals are held from
- * then on, so a late one cannot kill a worker that is exiting cleanly. */
+ * then on, so a late one cannot kill a worker that is exiting cleanly;
+ * the signal events of proc_worker_signals() are freed. */
 void		 proc_worker_done(void);
 /* Set the process title shown by ps ("outboxd: relay 2"). */
 void		 proc_set_title(const char *fmt, ...) OUTBOXD_PRINTF(1, 2);
@@ -265,6 +266,9 @@ struct httpc_request {
 	const char		*username;	/* SigV4 access key id */
 	const char		*password;	/* SigV4 secret */
 	long			 timeout;	/* ms, whole request; 0 = none */
+	void			(*arg_free)(void *); /* frees the callback's
+						   arg when httpc_free() aborts
+						   the request; NULL: none */
 };
 
 struct httpc_response {
@@ -284,7 +288,8 @@ typedef void	 httpc_cb(const struct httpc_response *, void *arg);
 
 /* A client bound to base; reuses connections.  NULL on failure. */
 struct httpc	*httpc_new(struct event_base *base);
-/* Abort what is in flight (callbacks are not called) and free. */
+/* Abort what is in flight (callbacks are not called; each request's
+ * arg_free is) and free. */
 void		 httpc_free(struct httpc *);
 /* Start a POST; cb runs exactly once from the event loop, later.
  * Returns -1 (cb never runs) if the request could not be started. */

@@ -27,6 +27,7 @@ struct proc_sigstate {
 	void		 *arg;
 	int		  stopping;
 	int		  terms;	/* SIGTERMs received */
+	struct event	 *ev[4];	/* one per signal handled */
 };
 static struct proc_sigstate proc_sig;
 
@@ -117,6 +118,7 @@ void
 proc_worker_done(void)
 {
 	sigset_t	set;
+	size_t		i;
 
 	/* The loop is over: what is left is freeing and exiting.  A stop
 	 * signal now (the master's SIGTERM after one sent to the whole
@@ -130,6 +132,11 @@ proc_worker_done(void)
 	sigaddset(&set, SIGQUIT);
 	sigaddset(&set, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &set, NULL);
+	for (i = 0; i < sizeof(proc_sig.ev) / sizeof(proc_sig.ev[0]); i++) {
+		if (proc_sig.ev[i] != NULL)
+			event_free(proc_sig.ev[i]);
+		proc_sig.ev[i] = NULL;
+	}
 }
 
 int
@@ -137,7 +144,6 @@ proc_worker_signals(struct event_base *base, void (*on_stop)(void *),
     void *arg)
 {
 	static const int	 sigs[] = { SIGTERM, SIGUSR2, SIGQUIT, SIGUSR1 };
-	struct event		*ev;
 	size_t			 i;
 
 	proc_sig.on_stop = on_stop;
@@ -147,8 +153,10 @@ proc_worker_signals(struct event_base *base, void (*on_stop)(void *),
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
-		ev = evsignal_new(base, sigs[i], proc_on_signal, NULL);
-		if (ev == NULL || evsignal_add(ev, NULL) == -1)
+		proc_sig.ev[i] = evsignal_new(base, sigs[i], proc_on_signal,
+		    NULL);
+		if (proc_sig.ev[i] == NULL ||
+		    evsignal_add(proc_sig.ev[i], NULL) == -1)
 			return -1;
 	}
 	return 0;

@@ -167,8 +167,8 @@ done
 # with -fsanitize=address,undefined.  With OUTBOXD_SANITIZERS=1 each
 # scenario fails on a report in any of its logs (tests/lib/common.sh), even
 # when its checks passed: a worker the master restarted could otherwise
-# pass unseen.  Leak checking is off: memory still held at exit (libcurl,
-# libevent, the configuration) is reported as leaks.
+# pass unseen.  Leak checking is on: each process frees what it allocated
+# before it exits.
 san_build() (
 	d=$1
 	mkdir -p "$d" &&
@@ -190,7 +190,7 @@ if [ $BUILD = 1 ] && [ $SAN = 1 ] && { [ ${#ONLY[@]} = 0 ] || [ $SAN_ALWAYS = 1 
 	# What AddressSanitizer, LeakSanitizer and UBSan print when they find
 	# something; the scenarios grep their logs for it (tests/lib/common.sh).
 	export SAN_REPORT_RE='ERROR: (Address|Leak)Sanitizer|runtime error: '
-	export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
+	export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 	export OUTBOXD_SANITIZERS=1
 	if step san-build san_build "$SANDIR/tree"; then
 		for n in "${SAN_SCENARIOS[@]}"; do
