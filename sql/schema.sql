@@ -86,6 +86,16 @@ CREATE INDEX IF NOT EXISTS outbox_pending_idx
 CREATE INDEX IF NOT EXISTS outbox_key_idx
 	ON outbox (ordering_key, id) WHERE status <> 'sent';
 
+-- Retention (relay.retention) finds the sent rows that are due, oldest
+-- first, and stops where they end.  Without it each pass, once a minute,
+-- read the whole table to find them: 1,000,000 sent rows none of which
+-- was due, 254 ms and 266 MB a pass; with it, 0.1 ms.  On an existing
+-- large outbox, building it here holds writes to outbox until it is
+-- built (about 0.6 s per million rows); to avoid that, create it first
+-- with CREATE INDEX CONCURRENTLY and the same definition.
+CREATE INDEX IF NOT EXISTS outbox_sent_idx
+	ON outbox (sent_at) WHERE status = 'sent';
+
 -- A queue table: updated and deleted constantly, so vacuum it often.  Each
 -- row is updated twice: claimed (claim, available_at, first_claimed_at: no
 -- index covers them) and then marked sent.  Half of each page is left free

@@ -8,11 +8,13 @@
  * another relay published those rows again.  On its own connection a
  * delete holds up nothing but itself.
  *
- * Rows go in small batches (RETENTION_BATCH, oldest first, up to
+ * Rows go in small batches (RETENTION_BATCH, oldest sent first, up to
  * RETENTION_ROUNDS statements a pass), so no statement holds many row
  * locks or runs long next to the inserts.  The first pass is
  * RETENTION_FIRST s after the relay starts; a pass that left rows due is
- * followed by another in a second, else in RETENTION_EVERY.
+ * followed by another in a second, else in RETENTION_EVERY.  The rows
+ * due are found with outbox_sent_idx (sql/schema.sql), so a pass that
+ * finds none reads next to nothing.
  */
 #include "config.h"
 
@@ -150,7 +152,7 @@ retention_send(struct retention *rt)
 	if (!PQsendQueryParams(rt->conn, "DELETE FROM outbox "
 	    "WHERE id IN (SELECT id FROM outbox WHERE status = 'sent' AND "
 	    "sent_at < now() - $1 * interval '1 second' "
-	    "ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)", 2, NULL, p, NULL,
+	    "ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED)", 2, NULL, p, NULL,
 	    NULL, 0)) {
 		log_warnx("retention: connection lost: %s",
 		    PQerrorMessage(rt->conn));
