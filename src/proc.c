@@ -21,6 +21,10 @@ extern char	**environ;
 
 static char	 *proc_title_base;	/* start of the argv area */
 static size_t	  proc_title_len;	/* bytes we may overwrite */
+/* Our copy of the environment, also kept here: at exit environ no longer
+ * points to it and valgrind called it lost.  "used": the compiler would
+ * drop a variable that is only written. */
+static char	**proc_environ __attribute__((__used__));
 
 struct proc_sigstate {
 	void		(*on_stop)(void *);
@@ -55,7 +59,7 @@ proc_title_init(int argc, char **argv)
 					end = environ[i] + strlen(environ[i]);
 				newenv[i] = strdup(environ[i]);
 			}
-			environ = newenv;
+			environ = proc_environ = newenv;
 		}
 	}
 	for (i = 1; i < argc; i++)
