@@ -136,7 +136,7 @@ main(int argc, char **argv)
 {
 	struct conf	*conf;
 	const char	*path = MAIN_DEFAULT_CONF;
-	char		 err[1024];
+	char		 err[1024], *pidfile;
 	sigset_t	 set;
 	int		 ch, test = 0, listen_fd = -1, admin_fd = -1, rv;
 
@@ -206,9 +206,10 @@ main(int argc, char **argv)
 		return OUTBOXD_EX_CONFIG;
 
 	/* The pidfile path outlives conf, which reloads may replace. */
-	path = conf->pidfile != NULL ? strdup(conf->pidfile) : NULL;
+	pidfile = conf->pidfile != NULL ? strdup(conf->pidfile) : NULL;
 	rv = master_run(conf, listen_fd, admin_fd);
-	if (path != NULL && unlink(path) == -1 && errno != ENOENT)
-		log_warn("unlink %s", path);
+	if (pidfile != NULL && unlink(pidfile) == -1 && errno != ENOENT)
+		log_warn("unlink %s", pidfile);
+	free(pidfile);
 	return rv;
 }

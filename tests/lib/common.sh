@@ -214,7 +214,9 @@ outboxd_start() {
 	OUTBOXD_LOG=$T_DIR/$name.log
 	add_log "$OUTBOXD_LOG"
 	on_exit "outboxd_stop '$OUTBOXD_PIDFILE'"
-	proc_start "$OUTBOXD_PIDFILE" "$OUTBOXD_LOG" "$T_ROOT/outboxd" -c "$conf" ||
+	# OUTBOXD_WRAP: a command outboxd runs under (valgrind.sh)
+	# shellcheck disable=SC2086
+	proc_start "$OUTBOXD_PIDFILE" "$OUTBOXD_LOG" ${OUTBOXD_WRAP:-} "$T_ROOT/outboxd" -c "$conf" ||
 		die "could not start outboxd"
 	say "outboxd started (pid $(proc_pid "$OUTBOXD_PIDFILE")), log $OUTBOXD_LOG"
 	wait_healthz || die "outboxd did not become healthy"

@@ -15,7 +15,7 @@
 OUTBOXD_APT_PACKAGES="build-essential autoconf automake pkg-config
 	libpq-dev libevent-dev libcurl4-openssl-dev libcjson-dev libconfuse-dev
 	libcmocka-dev libssl-dev postgresql python3-botocore curl jq ca-certificates
-	procps util-linux coreutils prometheus"
+	procps util-linux coreutils prometheus valgrind"
 
 _deps_say() { echo "deps: $*" >&2; }
 _deps_die() { echo "deps: ERROR: $*" >&2; return 1; }
