@@ -13,8 +13,7 @@
 
 #include "outboxd.h"
 
-/* Copy libpq's message without its trailing newline. */
-static void
+void
 db_errcpy(char *err, size_t errlen, const char *msg)
 {
 	size_t	n;
@@ -124,8 +123,14 @@ db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
 		PQfinish(conn);
 		return NULL;
 	}
-	PQsetNoticeReceiver(conn, db_notice, NULL);
+	db_log_notices(conn);
 	return conn;
+}
+
+void
+db_log_notices(struct pg_conn *conn)
+{
+	PQsetNoticeReceiver(conn, db_notice, NULL);
 }
 
 char *
@@ -150,7 +155,7 @@ int
 db_check_schema(struct pg_conn *conn, char *err, size_t errlen)
 {
 	PGresult	*res;
-	int		 ok;
+	int		 ok, index;
 
 	/* outbox_claim() returns created_at since the publish latency
 	 * metric: an older schema must be applied again. */
@@ -160,14 +165,22 @@ db_check_schema(struct pg_conn *conn, char *err, size_t errlen)
 	    "to_regprocedure('outbox_stamp()') IS NOT NULL AND "
 	    "to_regclass('outbox_control') IS NOT NULL AND "
 	    "position('created_at' IN coalesce(pg_get_function_result("
-	    "to_regprocedure('outbox_claim(bigint,bigint,integer)')), '')) > 0");
+	    "to_regprocedure('outbox_claim(bigint,bigint,integer)')), '')) > 0, "
+	    "to_regclass('outbox_sent_idx') IS NOT NULL");
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, PQresultErrorMessage(res));
 		PQclear(res);
 		return -1;
 	}
 	ok = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	index = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
 	PQclear(res);
+	/* Added later; outboxd works without it, retention slowly. */
+	if (ok && !index)
+		log_warnx("the index outbox_sent_idx is missing: each retention "
+		    "pass reads the whole outbox until it is there; apply "
+		    "%s/sql/schema.sql again (its comment on the index says "
+		    "how to build it first without holding writes)", PKGDATADIR);
 	if (!ok) {
 		snprintf(err, errlen, "the outboxd schema is missing or out of "
 		    "date in this database; apply it with: psql \"$DATABASE_URL\" "

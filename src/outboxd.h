@@ -249,8 +249,15 @@ char		*db_int8_array(const int64_t *v, int n);
  */
 struct pg_conn	*db_connect(const char *conninfo, const char *role, char *err,
 		    size_t errlen);
+/* Send conn's notices, and errors that arrive between queries, to the log
+ * (db_connect() does it for its connections). */
+void		 db_log_notices(struct pg_conn *);
+/* libpq's message msg (NULL: "unknown error") into err, without the
+ * newline and spaces it ends with. */
+void		 db_errcpy(char *err, size_t errlen, const char *msg);
 /* 0 if the orders and outbox tables exist, else -1 with a message saying
- * how to apply sql/schema.sql. */
+ * how to apply sql/schema.sql.  An index outboxd can do without (one
+ * added since the first release) is only warned about. */
 int		 db_check_schema(struct pg_conn *, char *err, size_t errlen);
 
 /* ---- httpc.c: libcurl multi interface driven by a libevent loop ------- */
@@ -652,8 +659,9 @@ struct retention;
  * from now, then one a minute.  conf must outlive it.  NULL when out of
  * memory; free with retention_free(). */
 struct retention *retention_new(struct event_base *, const struct conf *);
-/* No more passes; a delete in flight is cancelled (PQcancel) and its
- * answer waited for, so none goes on in PostgreSQL.  NULL is ignored. */
+/* No more passes; a delete in flight is cancelled (PQcancel, which
+ * blocks until the server took the request; its answer is not waited
+ * for) and the connection closed.  NULL is ignored. */
 void		 retention_stop(struct retention *);
 void		 retention_free(struct retention *);
 

@@ -31,14 +31,18 @@
 #define RETENTION_ROUNDS	20	/* statements per pass */
 #define RETENTION_FIRST		5	/* s from the start to the first pass */
 #define RETENTION_EVERY		60	/* s between passes */
+#define RETENTION_CONNECT_MS	10000	/* ms a connect may take */
 
 struct retention {
 	const struct conf	*conf;
 	struct event_base	*base;
 	PGconn			*conn;
 	struct event		*timer;		/* the next pass */
-	struct event		*conn_ev;	/* readable: a delete's answer */
+	struct event		*conn_ev;	/* the connect's progress, then
+						   a delete's answer */
 	PGresult		*res;		/* ... its result, once read */
+	int			 connecting;	/* PQconnectPoll under way */
+	int64_t			 deadline_us;	/* ... until then (monotonic) */
 	int			 busy;		/* a delete is in flight */
 	int			 rounds;	/* statements this pass */
 	long			 total;		/* rows this pass deleted */
@@ -47,6 +51,7 @@ struct retention {
 };
 
 static void	retention_send(struct retention *);
+static void	retention_end(struct retention *, int);
 
 static void
 retention_close(struct retention *rt)
@@ -60,7 +65,21 @@ retention_close(struct retention *rt)
 	if (rt->conn != NULL)
 		PQfinish(rt->conn);
 	rt->conn = NULL;
+	rt->connecting = 0;
 	rt->busy = 0;
+}
+
+/* The connection broke (a server restart, say): log it, end the pass;
+ * the next pass connects again. */
+static void
+retention_lost(struct retention *rt)
+{
+	char	msg[512];
+
+	db_errcpy(msg, sizeof(msg), PQerrorMessage(rt->conn));
+	log_warnx("retention: connection lost: %s", msg);
+	retention_close(rt);
+	retention_end(rt, 0);
 }
 
 /* The pass is over: say what it deleted, and set the next one (sooner
@@ -73,6 +92,7 @@ retention_end(struct retention *rt, int more)
 	if (rt->total > 0)
 		log_info("retention: deleted %ld sent row(s) older than %ld s",
 		    rt->total, rt->conf->relay.retention);
+	rt->total = 0;
 	if (!rt->stopping)
 		evtimer_add(rt->timer, &tv);
 }
@@ -83,15 +103,17 @@ static void
 retention_done(struct retention *rt, PGresult *res)
 {
 	const char	*msg;
+	char		 buf[512];
 	int		 n;
 
 	rt->busy = 0;
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		if ((msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)) ==
-		    NULL)
+		    NULL || *msg == '\0')
 			msg = PQerrorMessage(rt->conn);
-		log_error("retention: delete failed: %s", *msg != '\0' ? msg :
+		db_errcpy(buf, sizeof(buf), *msg != '\0' ? msg :
 		    PQresStatus(PQresultStatus(res)));
+		log_error("retention: delete failed: %s", buf);
 		if (PQstatus(rt->conn) != CONNECTION_OK)
 			retention_close(rt);
 		retention_end(rt, 0);
@@ -115,10 +137,7 @@ retention_on_conn(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (PQconsumeInput(rt->conn) == 0) {
-		log_warnx("retention: connection lost: %s",
-		    PQerrorMessage(rt->conn));
-		retention_close(rt);
-		retention_end(rt, 0);
+		retention_lost(rt);
 		return;
 	}
 	while (rt->busy && !PQisBusy(rt->conn)) {
@@ -154,38 +173,101 @@ retention_send(struct retention *rt)
 	    "sent_at < now() - $1 * interval '1 second' "
 	    "ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED)", 2, NULL, p, NULL,
 	    NULL, 0)) {
-		log_warnx("retention: connection lost: %s",
-		    PQerrorMessage(rt->conn));
-		retention_close(rt);
-		retention_end(rt, 0);
+		retention_lost(rt);
 		return;
 	}
 	rt->busy = 1;
 }
 
+/* The connect failed or timed out: warned once per outage; the next
+ * pass tries again. */
+static void
+retention_connect_failed(struct retention *rt, const char *why)
+{
+	char	msg[512];
+
+	db_errcpy(msg, sizeof(msg), why);
+	if (!rt->connect_failed++)
+		log_warnx("retention: cannot connect to PostgreSQL: %s; trying "
+		    "again at the next pass", msg);
+	retention_close(rt);
+	retention_end(rt, 0);
+}
+
+static void
+retention_connect_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct retention		*rt = arg;
+	PostgresPollingStatusType	 st;
+	struct timeval			 tv;
+	int64_t				 left;
+
+	(void)fd;
+	if (what & EV_TIMEOUT) {
+		retention_connect_failed(rt, "timed out");
+		return;
+	}
+	switch ((st = PQconnectPoll(rt->conn))) {
+	case PGRES_POLLING_OK:
+		rt->connecting = 0;
+		rt->connect_failed = 0;
+		db_log_notices(rt->conn);
+		event_free(rt->conn_ev);
+		if ((rt->conn_ev = event_new(rt->base, PQsocket(rt->conn),
+		    EV_READ | EV_PERSIST, retention_on_conn, rt)) == NULL ||
+		    event_add(rt->conn_ev, NULL) == -1)
+			fatalx("event_add");
+		retention_send(rt);
+		return;
+	case PGRES_POLLING_READING:
+	case PGRES_POLLING_WRITING:
+		/* libpq may change sockets while it tries addresses */
+		if ((left = rt->deadline_us - clock_mono_us()) <= 0) {
+			retention_connect_failed(rt, "timed out");
+			return;
+		}
+		tv.tv_sec = left / 1000000;
+		tv.tv_usec = left % 1000000;
+		event_free(rt->conn_ev);
+		if ((rt->conn_ev = event_new(rt->base, PQsocket(rt->conn),
+		    st == PGRES_POLLING_READING ? EV_READ : EV_WRITE,
+		    retention_connect_poll, rt)) == NULL ||
+		    event_add(rt->conn_ev, &tv) == -1)
+			fatalx("event_add");
+		return;
+	default:
+		retention_connect_failed(rt, PQerrorMessage(rt->conn));
+		return;
+	}
+}
+
 /*
- * Open the connection (blocking, like the relay's own: it happens once,
- * and again only after a failure).  Returns 0, or -1 when PostgreSQL
- * cannot be reached: warned once per outage, the next pass tries again.
+ * Open the connection without blocking relay 1's loop (PQconnectStartParams,
+ * PQconnectPoll), within RETENTION_CONNECT_MS; the pass starts once it is
+ * up.  A blocking connect to a server that accepted but did not answer
+ * held relay 1's claims and marks for connect_timeout (10 s): rows at the
+ * sink timed out and went out twice.
  */
-static int
+static void
 retention_connect(struct retention *rt)
 {
-	char	err[512];
+	struct db_params	p;
+	struct timeval		tv = { RETENTION_CONNECT_MS / 1000,
+				    (RETENTION_CONNECT_MS % 1000) * 1000 };
 
-	if ((rt->conn = db_connect(rt->conf->database, "retention", err,
-	    sizeof(err))) == NULL) {
-		if (!rt->connect_failed++)
-			log_warnx("retention: cannot connect to PostgreSQL: "
-			    "%s; trying again at the next pass", err);
-		return -1;
+	db_params_init(&p, rt->conf->database, "retention");
+	rt->conn = PQconnectStartParams(p.keys, p.vals, 1);
+	if (rt->conn == NULL || PQstatus(rt->conn) == CONNECTION_BAD) {
+		retention_connect_failed(rt, rt->conn != NULL ?
+		    PQerrorMessage(rt->conn) : "out of memory");
+		return;
 	}
-	rt->connect_failed = 0;
-	if ((rt->conn_ev = event_new(rt->base, PQsocket(rt->conn),
-	    EV_READ | EV_PERSIST, retention_on_conn, rt)) == NULL ||
-	    event_add(rt->conn_ev, NULL) == -1)
+	rt->connecting = 1;
+	rt->deadline_us = clock_mono_us() + RETENTION_CONNECT_MS * 1000LL;
+	if ((rt->conn_ev = event_new(rt->base, PQsocket(rt->conn), EV_WRITE,
+	    retention_connect_poll, rt)) == NULL ||
+	    event_add(rt->conn_ev, &tv) == -1)
 		fatalx("event_add");
-	return 0;
 }
 
 static void
@@ -197,11 +279,10 @@ retention_on_timer(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	rt->rounds = 0;
 	rt->total = 0;
-	if (rt->conn == NULL && retention_connect(rt) == -1) {
-		retention_end(rt, 0);
-		return;
-	}
-	retention_send(rt);
+	if (rt->conn == NULL)
+		retention_connect(rt);	/* the pass goes on from there */
+	else
+		retention_send(rt);
 }
 
 struct retention *
@@ -226,37 +307,25 @@ void
 retention_stop(struct retention *rt)
 {
 	PGcancel	*cancel;
-	PGresult	*res;
-	const char	*state;
 	char		 err[256];
 
 	if (rt == NULL)
 		return;
 	rt->stopping = 1;
 	evtimer_del(rt->timer);
-	if (!rt->busy) {
-		retention_close(rt);
-		return;
-	}
-	/* A delete in flight could outlast shutdown_timeout, and would go
-	 * on in PostgreSQL after the relay exits: cancel it and wait for
-	 * the server's answer, which comes at once. */
-	if ((cancel = PQgetCancel(rt->conn)) == NULL ||
-	    !PQcancel(cancel, err, sizeof(err)))
-		log_warnx("retention: cannot cancel the delete");
-	PQfreeCancel(cancel);
-	while ((res = PQgetResult(rt->conn)) != NULL) {
-		if (rt->res == NULL)
-			rt->res = res;
+	/* A delete in flight could outlast shutdown_timeout, and would go on
+	 * in PostgreSQL after the relay exits: ask the server to cancel it.
+	 * Its answer is not waited for: a server that does not answer would
+	 * hold the relay's own stop. */
+	if (rt->busy) {
+		if ((cancel = PQgetCancel(rt->conn)) != NULL &&
+		    PQcancel(cancel, err, sizeof(err)))
+			log_info("retention: delete cancelled by the stop");
 		else
-			PQclear(res);
+			log_warnx("retention: cannot cancel the delete");
+		PQfreeCancel(cancel);
+		retention_end(rt, 0);	/* what the pass deleted so far */
 	}
-	if (rt->res != NULL && PQresultStatus(rt->res) != PGRES_COMMAND_OK &&
-	    (state = PQresultErrorField(rt->res, PG_DIAG_SQLSTATE)) != NULL &&
-	    strcmp(state, "57014") == 0)
-		log_info("retention: delete cancelled by the stop");
-	else if (rt->res != NULL)
-		retention_done(rt, rt->res);	/* it ended first */
 	retention_close(rt);
 }
 

@@ -9,7 +9,9 @@
 # Asserts: retention keeps up under steady traffic; every new row is sent
 # and delivered once (requests = rows = distinct webhook-ids) while the
 # deletes are slow; the old rows are deleted; a SIGTERM during a delete
-# cancels it and stops at once, exit status 0.
+# cancels it and stops at once, exit status 0; a server that does not
+# answer retention's connect does not hold relay 1 (each row delivered
+# once).
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
 test_init
@@ -101,3 +103,31 @@ check "the delete was cancelled (logged)" grep -q 'retention: delete cancelled b
 check_eq "deletes still running in PostgreSQL after the stop" 0 \
 	"$(sql "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'DELETE FROM outbox%'")"
 check "no worker was killed" bash -c "! grep -q 'killed by signal' '$OUTBOXD_LOG'"
+
+# A server that takes connections but does not answer them (the postmaster
+# stopped for 12 s; connections already open keep working) just as
+# retention's first pass connects, 5 s after the start, while rows keep
+# coming: relay 1 must go on publishing.  A blocking connect held it for
+# connect_timeout (10 s): its requests timed out, its leases ended, and
+# rows went out twice.
+outboxd_stop
+sql "DROP TRIGGER slow_delete ON outbox; DELETE FROM outbox" >/dev/null
+: >"$REC"
+webhook_receiver_slow 300
+outboxd_start "$T_DIR/outbox.conf"
+feed 600 20 stall &
+feed_pid=$!
+sleep 2
+pm=$(head -1 "$T_STACK/pg/data/postmaster.pid")
+kill -STOP "$pm"
+on_exit "kill -CONT $pm"
+sleep 12
+kill -CONT "$pm"
+wait "$feed_pid"
+stall_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.stall' AND status = 'sent'")" = 600 ]; }
+wait_until 60 "all 600 rows sent" stall_sent || true
+sleep 3
+check_eq "rows sent (postmaster stopped 12 s during retention's connect)" 600 \
+	"$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.stall' AND status = 'sent'")"
+check_eq "  ... requests the receiver got (one per row)" 600 "$(wc -l <"$REC")"
+outboxd_stop
