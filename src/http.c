@@ -831,10 +831,12 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 static void
 http_batch_split(struct http_worker *w, struct http_job *job)
 {
-	struct http_job	*next, *after = NULL;
+	static struct log_limit	 split_limit;
+	struct http_job		*next, *after = NULL;
 
-	log_info("%d orders written together failed; writing them one by "
-	    "one", job->nbatch);
+	/* As often as a client sends refused orders among others: limited. */
+	log_limited(&split_limit, LOG_LEVEL_INFO, "%d orders written together "
+	    "failed; writing them one by one", job->nbatch);
 	for (; job != NULL; job = next) {
 		next = job->next;
 		job->next = NULL;
@@ -895,7 +897,10 @@ http_db_pipeline(struct http_db *db, PGresult *res)
 		db->nsent--;
 		if (job->res != NULL && job->nbatch > 1 &&
 		    http_res_failed(job->res)) {
-			http_db_log_result(db, job->res);
+			/* A refusal is logged when its own order is
+			 * refused again, alone. */
+			if (!http_res_refused(job->res))
+				http_db_log_result(db, job->res);
 			http_batch_split(w, job);
 			job = NULL;
 		} else if (job->res != NULL) {

@@ -189,6 +189,34 @@ check_eq "  ... the refused order's HTTP status" 422 "${refused_code:-none}"
 check_eq "  ... good orders stored" "$(sql "SELECT count(*) FROM orders WHERE customer_id LIKE 'good-%'")" \
 	"$(sql "SELECT count(*) FROM outbox WHERE payload->>'customerId' LIKE 'good-%'")"
 check_eq "  ... and no refused order stored" 0 "$(sql "SELECT count(*) FROM orders WHERE customer_id = 'refused-at-commit'")"
+# Bursts of refused orders sent together, so that they are written
+# together and split: each gets its 422, and the log gets neither a line
+# per batch nor a line per order.
+cat >"$T_DIR/refuse-burst.py" <<'PYEOF'
+import http.client, json, sys, threading
+from urllib.parse import urlparse
+u = urlparse(sys.argv[1]); n422 = [0]; lock = threading.Lock()
+body = json.dumps({"customerId": "refused-at-commit", "amountCents": 1}).encode()
+def post(go):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    c.connect()
+    go.wait()
+    c.request("POST", "/orders", body, {"Content-Type": "application/json"})
+    r = c.getresponse(); r.read()
+    with lock: n422[0] += r.status == 422
+for _ in range(5):
+    go = threading.Barrier(40)
+    ts = [threading.Thread(target=post, args=(go,)) for _ in range(40)]
+    [t.start() for t in ts]; [t.join() for t in ts]
+print(n422[0])
+PYEOF
+split0=$(grep -c 'written together failed' "$OUTBOXD_LOG" || true)
+ref0=$(grep -c 'refused at commit' "$OUTBOXD_LOG" || true)
+check_eq "200 refused orders in bursts of 40: answered 422" 200 "$("$PY" "$T_DIR/refuse-burst.py" "$OUTBOXD_URL")"
+split1=$(grep -c 'written together failed' "$OUTBOXD_LOG" || true)
+ref1=$(grep -c 'refused at commit' "$OUTBOXD_LOG" || true)
+check "  ... log lines about split batches: $((split1 - split0)), about refusals: $((ref1 - ref0)) (a few each)" \
+	[ $((split1 - split0)) -le 4 -a $((ref1 - ref0)) -le 4 ]
 sql "DROP TRIGGER e2e_refuse ON orders; DROP FUNCTION e2e_refuse()"
 
 # graceful stop: SIGTERM to the master; it and every child are gone in time
