@@ -90,9 +90,11 @@ CREATE INDEX IF NOT EXISTS outbox_key_idx
 -- first, and stops where they end.  Without it each pass, once a minute,
 -- read the whole table to find them: 1,000,000 sent rows none of which
 -- was due, 254 ms and 266 MB a pass; with it, 0.1 ms.  On an existing
--- large outbox, building it here holds writes to outbox until it is
--- built (about 0.6 s per million rows); to avoid that, create it first
--- with CREATE INDEX CONCURRENTLY and the same definition.
+-- large outbox it is built inside this file's transaction, which locks
+-- outbox against reads and writes until it commits (about 0.6 s per
+-- million rows); to avoid that, create it first, outside a transaction:
+--   CREATE INDEX CONCURRENTLY IF NOT EXISTS outbox_sent_idx
+--       ON outbox (sent_at) WHERE status = 'sent';
 CREATE INDEX IF NOT EXISTS outbox_sent_idx
 	ON outbox (sent_at) WHERE status = 'sent';
 

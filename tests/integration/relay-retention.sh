@@ -92,3 +92,11 @@ sent_now() { [ "$(sql "SELECT status FROM outbox WHERE ordering_key = '$oid'")" 
 wait_until 10 "a new row to be sent" sent_now || true
 check_eq "a row written after the purge is published" sent "$(sql "SELECT status FROM outbox WHERE ordering_key = '$oid'")"
 check "outboxd still running" proc_alive "$OUTBOXD_PIDFILE"
+
+# A schema applied before outbox_sent_idx existed: outboxd starts, and says
+# what is missing and what to do.
+outboxd_stop
+sql "DROP INDEX outbox_sent_idx"
+outboxd_start "$T_DIR/outbox.conf" outboxd-noidx
+check "without outbox_sent_idx: a warning at the start says to apply the schema again" \
+	grep -q 'level=warn.*the index outbox_sent_idx is missing.*apply .*schema.sql again' "$OUTBOXD_LOG"
