@@ -95,6 +95,7 @@ db_params_init(struct db_params *p, const char *conninfo, const char *role)
 	/* The HTTP workers wake the relays themselves, debounced (http.c),
 	 * and write only keys no other row shares: see sql/schema.sql. */
 	p->vals[1] = strcmp(role, "http") == 0 ? HTTP_SESSION_OPTIONS :
+	    strcmp(role, "retention") == 0 ? RETENTION_SESSION_OPTIONS :
 	    "-c TimeZone=UTC";
 	p->vals[2] = "10";
 	p->vals[3] = "5";
