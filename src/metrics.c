@@ -133,6 +133,8 @@ struct metrics_shm {
 	uint64_t	restarts[METRICS_NROLES]
 			    __attribute__((aligned(64)));
 	uint64_t	reloads[2];
+	uint64_t	retention_rows;		/* deleted by retention */
+	uint64_t	retention_errors;	/* its deletes that failed */
 	int64_t		workers_up;
 	int64_t		workers_desired;
 	int64_t		start_time;	/* s since the epoch */
@@ -246,6 +248,17 @@ metrics_reload(int ok)
 {
 	if (metrics_shm != NULL)
 		ADD(&metrics_shm->reloads[ok ? 0 : 1], 1);
+}
+
+void
+metrics_retention(int failed, long n)
+{
+	if (metrics_shm == NULL)
+		return;
+	if (failed)
+		ADD(&metrics_shm->retention_errors, 1);
+	else if (n > 0)
+		ADD(&metrics_shm->retention_rows, (uint64_t)n);
 }
 
 void
@@ -621,6 +634,15 @@ metrics_render(size_t *len)
 	    "\n", LOAD(&m->reloads[0]));
 	metrics_printf(&b, "outboxd_reloads_total{outcome=\"failed\"} %"
 	    PRIu64 "\n", LOAD(&m->reloads[1]));
+
+	metrics_family(&b, "outboxd_retention_deleted_rows_total", "counter",
+	    "Sent rows deleted by retention (relay.retention).");
+	metrics_printf(&b, "outboxd_retention_deleted_rows_total %" PRIu64
+	    "\n", LOAD(&m->retention_rows));
+	metrics_family(&b, "outboxd_retention_errors_total", "counter",
+	    "Retention deletes that failed.");
+	metrics_printf(&b, "outboxd_retention_errors_total %" PRIu64 "\n",
+	    LOAD(&m->retention_errors));
 done:
 	if (b.failed) {
 		free(b.s);

@@ -589,6 +589,8 @@ void		 metrics_consumer(int outcome);
 /* role: "http", "relay", "consumer", "admin". */
 void		 metrics_worker_restart(const char *role);
 void		 metrics_reload(int ok);
+/* Retention: rows one delete removed (failed: the delete failed, n 0). */
+void		 metrics_retention(int failed, long n);
 /* The master: running workers of the current generation, and wanted. */
 void		 metrics_set_workers(int up, int desired);
 /* enum metrics_reason of a failed attempt (outcome SINK_RETRY or

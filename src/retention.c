@@ -114,6 +114,7 @@ retention_done(struct retention *rt, PGresult *res)
 		db_errcpy(buf, sizeof(buf), *msg != '\0' ? msg :
 		    PQresStatus(PQresultStatus(res)));
 		log_error("retention: delete failed: %s", buf);
+		metrics_retention(1, 0);
 		if (PQstatus(rt->conn) != CONNECTION_OK)
 			retention_close(rt);
 		retention_end(rt, 0);
@@ -121,6 +122,7 @@ retention_done(struct retention *rt, PGresult *res)
 	}
 	n = atoi(PQcmdTuples(res));
 	rt->total += n;
+	metrics_retention(0, n);
 	if (n == RETENTION_BATCH && ++rt->rounds < RETENTION_ROUNDS &&
 	    !rt->stopping)
 		retention_send(rt);

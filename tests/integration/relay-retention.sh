@@ -14,8 +14,11 @@
 #      5 'failed' rows created 1 hour ago          -> kept (dead letters)
 #      2 'failed' rows with an old sent_at         -> kept
 # Asserts: after the first retention pass (about 5 s after the start) the
-# outbox holds exactly the "kept" rows, unchanged, and the log reports the
-# number deleted.
+# outbox holds exactly the "kept" rows, unchanged, and the log and
+# /metrics report the number deleted; retention reads outbox_sent_idx, on
+# a connection of its own.  Then, restarted without that index and with a
+# trigger that refuses deletes: a warning about the index, the refusal
+# logged and counted, outboxd running.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
 test_init
@@ -86,6 +89,11 @@ check "retention's deletes read outbox_sent_idx (index scans: $(sql "SELECT coal
 check "the log reports the purge ($(grep -o 'retention: deleted [^"]*' "$OUTBOXD_LOG" | paste -sd';'))" \
 	grep -q "retention: deleted $((OLD + 5)) sent row(s) older than $RETENTION s" "$OUTBOXD_LOG"
 check_eq "retention passes that reported deletions" 1 "$(grep -c 'retention: deleted' "$OUTBOXD_LOG" || true)"
+http GET /metrics
+check_eq "outboxd_retention_deleted_rows_total" $((OLD + 5)) \
+	"$(awk '$1 == "outboxd_retention_deleted_rows_total" { print $2 }' <<<"$HTTP_BODY")"
+check_eq "outboxd_retention_errors_total" 0 \
+	"$(awk '$1 == "outboxd_retention_errors_total" { print $2 }' <<<"$HTTP_BODY")"
 # inserting still works and the relays still publish
 oid=$(sql_order ret-after 5)
 sent_now() { [ "$(sql "SELECT status FROM outbox WHERE ordering_key = '$oid'")" = sent ]; }
@@ -94,9 +102,22 @@ check_eq "a row written after the purge is published" sent "$(sql "SELECT status
 check "outboxd still running" proc_alive "$OUTBOXD_PIDFILE"
 
 # A schema applied before outbox_sent_idx existed: outboxd starts, and says
-# what is missing and what to do.
+# what is missing and what to do.  And a delete the server refuses (here a
+# trigger): logged with the server's reason, counted, outboxd goes on.
 outboxd_stop
-sql "DROP INDEX outbox_sent_idx"
+sql "DROP INDEX outbox_sent_idx" >/dev/null
+row sent 5 '1 hour' '1 hour' '0 s' refused-sent
+sql "CREATE FUNCTION refuse_delete() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN RAISE EXCEPTION 'deletes are not allowed today'; END \$\$;
+CREATE TRIGGER refuse_delete BEFORE DELETE ON outbox FOR EACH STATEMENT EXECUTE FUNCTION refuse_delete();" >/dev/null
 outboxd_start "$T_DIR/outbox.conf" outboxd-noidx
 check "without outbox_sent_idx: a warning at the start says to apply the schema again" \
 	grep -q 'level=warn.*the index outbox_sent_idx is missing.*apply .*schema.sql again' "$OUTBOXD_LOG"
+refused() { grep -q 'retention: delete failed: deletes are not allowed today' "$OUTBOXD_LOG"; }
+wait_until 20 "the refused delete to be logged" refused || true
+check "a refused delete is logged with the server's reason" refused
+http GET /metrics
+check_eq "  ... and counted in outboxd_retention_errors_total" 1 \
+	"$(awk '$1 == "outboxd_retention_errors_total" { print $2 }' <<<"$HTTP_BODY")"
+check_eq "  ... the rows stay" 5 "$(sql "SELECT count(*) FROM outbox WHERE ordering_key LIKE 'refused-sent-%'")"
+check "  ... outboxd still running" proc_alive "$OUTBOXD_PIDFILE"
