@@ -669,14 +669,15 @@ int		 admin_token_equal(const char *a, const char *b);
 
 struct retention;
 /* Start deleting sent rows older than conf->relay.retention s on a
- * PostgreSQL connection of its own, from base's loop: the first pass 5 s
- * from now, then one a minute.  conf must outlive it.  NULL when out of
- * memory; free with retention_free(). */
+ * PostgreSQL connection of its own (started now, asynchronously), from
+ * base's loop: the first pass 5 s from now, then one a minute.  conf must
+ * outlive it.  NULL when out of memory; free with retention_free(). */
 struct retention *retention_new(struct event_base *, const struct conf *);
-/* No more passes; a delete in flight is cancelled (PQcancel, which
- * blocks until the server took the request; its answer is not waited
- * for) and the connection closed.  NULL is ignored. */
+/* No more passes, and no more deletes in this one.  NULL is ignored. */
 void		 retention_stop(struct retention *);
+/* Cancel a delete in flight (PQcancel: blocks until the server takes the
+ * request, so call it after the relay's loop; the answer is not waited
+ * for), close the connection, free.  NULL is ignored. */
 void		 retention_free(struct retention *);
 
 /* ---- worker entry points (one file each); return the exit status ------ */

@@ -42,6 +42,7 @@ struct retention {
 						   a delete's answer */
 	PGresult		*res;		/* ... its result, once read */
 	int			 connecting;	/* PQconnectPoll under way */
+	int			 passing;	/* a pass is under way */
 	int64_t			 deadline_us;	/* ... until then (monotonic) */
 	int			 busy;		/* a delete is in flight */
 	int			 rounds;	/* statements this pass */
@@ -89,6 +90,9 @@ retention_end(struct retention *rt, int more)
 {
 	struct timeval	tv = { more ? 1 : RETENTION_EVERY, 0 };
 
+	if (!rt->passing)		/* lost while idle: the timer runs */
+		return;
+	rt->passing = 0;
 	if (rt->total > 0)
 		log_info("retention: deleted %ld sent row(s) older than %ld s",
 		    rt->total, rt->conf->relay.retention);
@@ -219,7 +223,8 @@ retention_connect_poll(evutil_socket_t fd, short what, void *arg)
 		    EV_READ | EV_PERSIST, retention_on_conn, rt)) == NULL ||
 		    event_add(rt->conn_ev, NULL) == -1)
 			fatalx("event_add");
-		retention_send(rt);
+		if (rt->passing && !rt->stopping)
+			retention_send(rt);
 		return;
 	case PGRES_POLLING_READING:
 	case PGRES_POLLING_WRITING:
@@ -279,11 +284,12 @@ retention_on_timer(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	rt->passing = 1;
 	rt->rounds = 0;
 	rt->total = 0;
 	if (rt->conn == NULL)
 		retention_connect(rt);	/* the pass goes on from there */
-	else
+	else if (!rt->connecting)
 		retention_send(rt);
 }
 
@@ -302,23 +308,34 @@ retention_new(struct event_base *base, const struct conf *conf)
 		retention_free(rt);
 		return NULL;
 	}
+	/* Connect now, while the relay holds no rows: libpq resolves the
+	 * host name before PQconnectStartParams() returns, which blocks. */
+	retention_connect(rt);
 	return rt;
 }
 
 void
 retention_stop(struct retention *rt)
 {
+	if (rt == NULL)
+		return;
+	rt->stopping = 1;
+	evtimer_del(rt->timer);
+}
+
+void
+retention_free(struct retention *rt)
+{
 	PGcancel	*cancel;
 	char		 err[256];
 
 	if (rt == NULL)
 		return;
-	rt->stopping = 1;
-	evtimer_del(rt->timer);
-	/* A delete in flight could outlast shutdown_timeout, and would go on
-	 * in PostgreSQL after the relay exits: ask the server to cancel it.
-	 * Its answer is not waited for: a server that does not answer would
-	 * hold the relay's own stop. */
+	/* A delete in flight could go on in PostgreSQL after the relay
+	 * exits: ask the server to cancel it, without waiting for the
+	 * answer.  PQcancel() itself blocks, without a timeout, while a
+	 * hung server does not take the request: so this comes after the
+	 * relay's loop, when its rows are recorded. */
 	if (rt->busy) {
 		if ((cancel = PQgetCancel(rt->conn)) != NULL &&
 		    PQcancel(cancel, err, sizeof(err)))
@@ -328,14 +345,6 @@ retention_stop(struct retention *rt)
 		PQfreeCancel(cancel);
 		retention_end(rt, 0);	/* what the pass deleted so far */
 	}
-	retention_close(rt);
-}
-
-void
-retention_free(struct retention *rt)
-{
-	if (rt == NULL)
-		return;
 	retention_close(rt);
 	if (rt->timer != NULL)
 		event_free(rt->timer);

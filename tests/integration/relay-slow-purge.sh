@@ -131,3 +131,35 @@ check_eq "rows sent (postmaster stopped 12 s during retention's connect)" 600 \
 	"$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.stall' AND status = 'sent'")"
 check_eq "  ... requests the receiver got (one per row)" 600 "$(wc -l <"$REC")"
 outboxd_stop
+
+# A stop during a delete while the server takes no new connection at all
+# (the postmaster stopped; the backends already connected still answer):
+# the cancel request cannot get through, and PQcancel() waits for ever.
+# Relay 1 must record what it published first (it asks for the cancel
+# after its loop): every row delivered once, after a restart.  Asking
+# first held its drain until shutdown_timeout killed it, and rows at the
+# sink went out again.
+sql "CREATE OR REPLACE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS \$\$
+BEGIN PERFORM pg_sleep(30); RETURN NULL; END \$\$;
+CREATE TRIGGER slow_delete BEFORE DELETE ON outbox FOR EACH STATEMENT EXECUTE FUNCTION slow_delete();" >/dev/null
+old_rows 500 hung-old
+: >"$REC"
+webhook_receiver_slow 1500
+outboxd_start "$T_DIR/outbox.conf"
+feed 600 20 hung &
+feed_pid=$!
+wait_until 30 "a retention delete under way" in_delete || true
+kill -STOP "$pm"
+sleep 1
+outboxd_stop
+kill -CONT "$pm"
+wait "$feed_pid"
+outboxd_start "$T_DIR/outbox.conf"
+hung_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.hung' AND status = 'sent'")" = 600 ]; }
+wait_until 90 "all 600 rows sent after the restart" hung_sent || true
+sleep 3
+check_eq "rows sent (a stop while the postmaster hung)" 600 \
+	"$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.hung' AND status = 'sent'")"
+check_eq "  ... requests the receiver got (one per row)" 600 \
+	"$(jq -r 'select(.headers["x-outbox-event-type"] == "test.hung") | .headers["webhook-id"]' "$REC" | wc -l)"
+outboxd_stop
