@@ -42,8 +42,8 @@ struct retention {
 						   a delete's answer */
 	PGresult		*res;		/* ... its result, once read */
 	int			 connecting;	/* PQconnectPoll under way */
-	int			 passing;	/* a pass is under way */
 	int64_t			 deadline_us;	/* ... until then (monotonic) */
+	int			 passing;	/* a pass is under way */
 	int			 busy;		/* a delete is in flight */
 	int			 rounds;	/* statements this pass */
 	long			 total;		/* rows this pass deleted */
