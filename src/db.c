@@ -18,7 +18,8 @@ db_errcpy(char *err, size_t errlen, const char *msg)
 {
 	size_t	n;
 
-	snprintf(err, errlen, "%s", msg != NULL ? msg : "unknown error");
+	log_utf8_copy(err, errlen, msg != NULL && *msg != '\0' ? msg :
+	    "unknown error");
 	n = strlen(err);
 	while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' '))
 		err[--n] = '\0';
@@ -74,7 +75,16 @@ db_gssencmode(const char *conninfo)
 	return theirs ? "" : "disable";
 }
 
-void
+/* Keywords and values for PQconnectdbParams()/PQconnectStartParams()
+ * (expand_dbname = 1), see db_connect().  p holds every string but
+ * conninfo, which must outlive the connect. */
+struct db_params {
+	const char	*keys[10];
+	const char	*vals[10];
+	char		 app[64];
+};
+
+static void
 db_params_init(struct db_params *p, const char *conninfo, const char *role)
 {
 	/* Our defaults come first so that the operator's conninfo, expanded
@@ -126,6 +136,15 @@ db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
 	}
 	db_log_notices(conn);
 	return conn;
+}
+
+struct pg_conn *
+db_connect_start(const char *conninfo, const char *role)
+{
+	struct db_params	p;
+
+	db_params_init(&p, conninfo, role);
+	return PQconnectStartParams(p.keys, p.vals, 1);
 }
 
 void

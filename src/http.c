@@ -564,18 +564,13 @@ http_job_submit(struct http_worker *w, struct http_job *job)
 
 /* ---- database connections -------------------------------------------- */
 
-/* libpq messages end in a newline; logfmt lines must not. */
+/* libpq messages end in a newline, and may hold more: one line here. */
 static const char *
 http_pgmsg(const char *msg, char *buf, size_t len)
 {
-	size_t	 n;
 	char	*p;
 
-	log_utf8_copy(buf, len, msg != NULL && *msg != '\0' ? msg :
-	    "unknown error");
-	n = strlen(buf);
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = '\0';
+	db_errcpy(buf, len, msg);
 	for (p = buf; (p = strchr(p, '\n')) != NULL; )
 		*p = ' ';
 	return buf;
@@ -1173,11 +1168,8 @@ http_db_connect_poll(evutil_socket_t fd, short what, void *arg)
 static void
 http_db_connect(struct http_db *db)
 {
-	struct db_params	p;
-
 	/* connect_timeout is not enforced by PQconnectPoll; our timer is. */
-	db_params_init(&p, db->w->conf->database, "http");
-	db->pg = PQconnectStartParams(p.keys, p.vals, 1);
+	db->pg = db_connect_start(db->w->conf->database, "http");
 	if (db->pg == NULL || PQstatus(db->pg) == CONNECTION_BAD) {
 		http_db_broken(db, "connect");
 		return;

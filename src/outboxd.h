@@ -234,38 +234,35 @@ void		 proc_title_init(int argc, char **argv);
 
 /* ---- db.c: blocking libpq helpers shared by the workers --------------- */
 
-/*
- * Keywords and values for PQconnectdbParams()/PQconnectStartParams()
- * (expand_dbname = 1): application_name "outboxd <role>", the session
- * options of role (HTTP_SESSION_OPTIONS for "http",
- * RETENTION_SESSION_OPTIONS for "retention", else TimeZone UTC),
- * connect, keepalive and TCP user timeouts, gssencmode "disable" unless
- * conninfo, a service or PGGSSENCMODE/PGSERVICE choose, then conninfo as
- * dbname, so that it overrides the rest.  p holds every string but
- * conninfo, which must outlive the connect.
- */
-struct db_params {
-	const char	*keys[10];
-	const char	*vals[10];
-	char		 app[64];
-};
-void		 db_params_init(struct db_params *p, const char *conninfo,
-		    const char *role);
 /* "{1,2,3}", a bigint[] parameter of n values; caller frees; NULL if out
  * of memory. */
 char		*db_int8_array(const int64_t *v, int n);
 /*
- * Connect (blocking) with conninfo and db_params_init()'s settings.
- * Returns NULL and writes the libpq message into err on
- * failure.  Caller PQfinish()es the connection.
+ * Connect (blocking) to conninfo with outboxd's session settings:
+ * application_name "outboxd <role>", the session options of role
+ * (HTTP_SESSION_OPTIONS for "http", RETENTION_SESSION_OPTIONS for
+ * "retention", else TimeZone UTC), connect, keepalive and TCP user
+ * timeouts, gssencmode "disable" unless conninfo, a service or
+ * PGGSSENCMODE/PGSERVICE choose; conninfo overrides them all.  Returns
+ * NULL and writes the libpq message into err on failure.  Caller
+ * PQfinish()es the connection.
  */
 struct pg_conn	*db_connect(const char *conninfo, const char *role, char *err,
 		    size_t errlen);
+/*
+ * The same connection started without waiting (PQconnectStartParams):
+ * the caller drives it with PQconnectPoll, and enforces connect_timeout,
+ * which PQconnectPoll does not.  NULL when out of memory; a connection
+ * whose PQstatus() is CONNECTION_BAD has failed at once.  Caller
+ * PQfinish()es it.  libpq resolves the host name before this returns.
+ */
+struct pg_conn	*db_connect_start(const char *conninfo, const char *role);
 /* Send conn's notices, and errors that arrive between queries, to the log
  * (db_connect() does it for its connections). */
 void		 db_log_notices(struct pg_conn *);
-/* libpq's message msg (NULL: "unknown error") into err, without the
- * newline and spaces it ends with. */
+/* libpq's message msg (NULL or empty: "unknown error") into err, cut at a
+ * UTF-8 character if it must be, without the newline and spaces it ends
+ * with. */
 void		 db_errcpy(char *err, size_t errlen, const char *msg);
 /* 0 if the orders and outbox tables exist, else -1 with a message saying
  * how to apply sql/schema.sql.  An index outboxd can do without (one

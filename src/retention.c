@@ -258,12 +258,10 @@ retention_connect_poll(evutil_socket_t fd, short what, void *arg)
 static void
 retention_connect(struct retention *rt)
 {
-	struct db_params	p;
-	struct timeval		tv = { RETENTION_CONNECT_MS / 1000,
-				    (RETENTION_CONNECT_MS % 1000) * 1000 };
+	struct timeval	tv = { RETENTION_CONNECT_MS / 1000,
+			    (RETENTION_CONNECT_MS % 1000) * 1000 };
 
-	db_params_init(&p, rt->conf->database, "retention");
-	rt->conn = PQconnectStartParams(p.keys, p.vals, 1);
+	rt->conn = db_connect_start(rt->conf->database, "retention");
 	if (rt->conn == NULL || PQstatus(rt->conn) == CONNECTION_BAD) {
 		retention_connect_failed(rt, rt->conn != NULL ?
 		    PQerrorMessage(rt->conn) : "out of memory");
