@@ -26,12 +26,17 @@ static size_t	  proc_title_len;	/* bytes we may overwrite */
  * drop a variable that is only written. */
 static char	**proc_environ __attribute__((__used__));
 
+/* The signals a worker handles, see proc_worker_signals(). */
+static const int	 proc_worker_sigs[] = { SIGTERM, SIGUSR2, SIGQUIT,
+			     SIGUSR1 };
+#define PROC_NSIGS	(sizeof(proc_worker_sigs) / sizeof(proc_worker_sigs[0]))
+
 struct proc_sigstate {
 	void		(*on_stop)(void *);
 	void		 *arg;
 	int		  stopping;
 	int		  terms;	/* SIGTERMs received */
-	struct event	 *ev[4];	/* one per signal handled */
+	struct event	 *ev[PROC_NSIGS]; /* one per signal handled */
 };
 static struct proc_sigstate proc_sig;
 
@@ -131,12 +136,10 @@ proc_worker_done(void)
 	 * would log a clean exit as "killed by signal 15".  Held, it dies
 	 * with the process. */
 	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGUSR2);
-	sigaddset(&set, SIGQUIT);
-	sigaddset(&set, SIGUSR1);
+	for (i = 0; i < PROC_NSIGS; i++)
+		sigaddset(&set, proc_worker_sigs[i]);
 	sigprocmask(SIG_BLOCK, &set, NULL);
-	for (i = 0; i < sizeof(proc_sig.ev) / sizeof(proc_sig.ev[0]); i++) {
+	for (i = 0; i < PROC_NSIGS; i++) {
 		if (proc_sig.ev[i] != NULL)
 			event_free(proc_sig.ev[i]);
 		proc_sig.ev[i] = NULL;
@@ -147,8 +150,7 @@ int
 proc_worker_signals(struct event_base *base, void (*on_stop)(void *),
     void *arg)
 {
-	static const int	 sigs[] = { SIGTERM, SIGUSR2, SIGQUIT, SIGUSR1 };
-	size_t			 i;
+	size_t	i;
 
 	proc_sig.on_stop = on_stop;
 	proc_sig.arg = arg;
@@ -156,9 +158,9 @@ proc_worker_signals(struct event_base *base, void (*on_stop)(void *),
 	proc_sig.terms = 0;
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
-	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
-		proc_sig.ev[i] = evsignal_new(base, sigs[i], proc_on_signal,
-		    NULL);
+	for (i = 0; i < PROC_NSIGS; i++) {
+		proc_sig.ev[i] = evsignal_new(base, proc_worker_sigs[i],
+		    proc_on_signal, NULL);
 		if (proc_sig.ev[i] == NULL ||
 		    evsignal_add(proc_sig.ev[i], NULL) == -1)
 			return -1;
