@@ -21,6 +21,7 @@
 # logged and counted, outboxd running.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
+. "$T_LIB/ops.sh"
 test_init
 need_binaries
 stack_up
@@ -83,17 +84,18 @@ check_eq "retention's own connections (application_name 'outboxd retention')" 1 
 	"$(sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'outboxd retention'")"
 # The deletes find the rows due through outbox_sent_idx: without it a pass
 # reads the whole table, also when nothing is due.
-sent_idx_used() { [ "$(sql "SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_indexes WHERE indexrelname = 'outbox_sent_idx'")" -gt 0 ]; }
+sent_idx_scans() { sql "SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_indexes WHERE indexrelname = 'outbox_sent_idx'"; }
+sent_idx_used() { [ "$(sent_idx_scans)" -gt 0 ]; }
 wait_until 10 "the statistics to show outbox_sent_idx read" sent_idx_used || true
-check "retention's deletes read outbox_sent_idx (index scans: $(sql "SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_user_indexes WHERE indexrelname = 'outbox_sent_idx'"))" sent_idx_used
+check "retention's deletes read outbox_sent_idx (index scans: $(sent_idx_scans))" sent_idx_used
 check "the log reports the purge ($(grep -o 'retention: deleted [^"]*' "$OUTBOXD_LOG" | paste -sd';'))" \
 	grep -q "retention: deleted $((OLD + 5)) sent row(s) older than $RETENTION s" "$OUTBOXD_LOG"
 check_eq "retention passes that reported deletions" 1 "$(grep -c 'retention: deleted' "$OUTBOXD_LOG" || true)"
-http GET /metrics
+scrape "$T_DIR/metrics.1" || true
 check_eq "outboxd_retention_deleted_rows_total" $((OLD + 5)) \
-	"$(awk '$1 == "outboxd_retention_deleted_rows_total" { print $2 }' <<<"$HTTP_BODY")"
+	"$(sample "$T_DIR/metrics.1" outboxd_retention_deleted_rows_total)"
 check_eq "outboxd_retention_errors_total" 0 \
-	"$(awk '$1 == "outboxd_retention_errors_total" { print $2 }' <<<"$HTTP_BODY")"
+	"$(sample "$T_DIR/metrics.1" outboxd_retention_errors_total)"
 # inserting still works and the relays still publish
 oid=$(sql_order ret-after 5)
 sent_now() { [ "$(sql "SELECT status FROM outbox WHERE ordering_key = '$oid'")" = sent ]; }
@@ -116,8 +118,8 @@ check "without outbox_sent_idx: a warning at the start says to apply the schema 
 refused() { grep -q 'retention: delete failed: deletes are not allowed today' "$OUTBOXD_LOG"; }
 wait_until 20 "the refused delete to be logged" refused || true
 check "a refused delete is logged with the server's reason" refused
-http GET /metrics
+scrape "$T_DIR/metrics.2" || true
 check_eq "  ... and counted in outboxd_retention_errors_total" 1 \
-	"$(awk '$1 == "outboxd_retention_errors_total" { print $2 }' <<<"$HTTP_BODY")"
+	"$(sample "$T_DIR/metrics.2" outboxd_retention_errors_total)"
 check_eq "  ... the rows stay" 5 "$(sql "SELECT count(*) FROM outbox WHERE ordering_key LIKE 'refused-sent-%'")"
 check "  ... outboxd still running" proc_alive "$OUTBOXD_PIDFILE"
