@@ -230,6 +230,7 @@ static cfg_opt_t relay_opts[] = {
 	CFG_INT("backoff_max", 300000, CFGF_NONE),
 	CFG_INT("max_message_size", 262144, CFGF_NONE),
 	CFG_INT("retention", 604800, CFGF_NONE),
+	CFG_BOOL("handoff", cfg_true, CFGF_NONE),
 	CFG_END()
 };
 
@@ -561,6 +562,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->relay.backoff_max = cfg_getint(r, "backoff_max");
 	c->relay.max_message_size = cfg_getint(r, "max_message_size");
 	c->relay.retention = cfg_getint(r, "retention");
+	c->relay.handoff = cfg_getbool(r, "handoff");
 	c->webhook.url = conf_strdup_or_null(cfg_getstr(w, "url"));
 	c->webhook.secret = conf_strdup_or_null(cfg_getstr(w, "secret"));
 	c->webhook.timeout = cfg_getint(w, "timeout");

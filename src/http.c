@@ -85,6 +85,7 @@
 #define HTTP_STMT_INSERT	"outboxd_order_insert"
 #define HTTP_STMT_INSERT_MANY	"outboxd_order_insert_many"
 #define HTTP_STMT_GET		"outboxd_order_get"
+#define HTTP_STMT_INSERT_CLAIMED "outboxd_order_insert_claimed"
 
 /* The order and its order.created event, atomically, in one round trip.
  * created_at is formatted by the server in the session's TimeZone, UTC. */
@@ -98,6 +99,35 @@ static const char http_sql_insert[] =
 	"'amountCents', o.amount_cents, 'createdAt', o.created_at) FROM o) "
 	"SELECT id, customer_id, amount_cents, to_json(created_at) #>> '{}' "
 	"FROM o";
+
+/*
+ * The same, with its outbox row written already claimed for relay 1
+ * (handoff.c): $3 the claim token, $4 the lease in ms, set as
+ * outbox_claim() sets them.  The row's ordering key is the new order's
+ * id, so it is its key's head.  While the relays are paused the row is
+ * written unclaimed, as any other.  Columns 5-10 are the row for the
+ * handoff (claim NULL: paused).
+ */
+static const char http_sql_insert_claimed[] =
+	"WITH o AS (INSERT INTO orders (customer_id, amount_cents) "
+	"VALUES ($1, $2) "
+	"RETURNING id, customer_id, amount_cents, created_at), "
+	"p AS (SELECT NOT coalesce((SELECT paused FROM outbox_control "
+	"WHERE id = 1), false) AS go), "
+	"e AS (INSERT INTO outbox (event_type, ordering_key, payload, claim, "
+	"available_at, first_claimed_at) "
+	"SELECT 'order.created', o.id::text, json_build_object("
+	"'orderId', o.id, 'customerId', o.customer_id, "
+	"'amountCents', o.amount_cents, 'createdAt', o.created_at), "
+	"CASE WHEN p.go THEN $3::bigint END, "
+	"now() + CASE WHEN p.go THEN $4::bigint ELSE 0 END "
+	"* interval '1 millisecond', CASE WHEN p.go THEN now() END "
+	"FROM o, p "
+	"RETURNING id, claim, event_type, ordering_key, payload::text, "
+	"(1000 * extract(epoch FROM created_at))::bigint AS created_ms) "
+	"SELECT o.id, o.customer_id, o.amount_cents, "
+	"to_json(o.created_at) #>> '{}', e.id, e.claim, e.event_type, "
+	"e.ordering_key, e.payload, e.created_ms FROM o, e";
 
 /*
  * Group commit: the orders that queued up while every connection was busy
@@ -161,6 +191,10 @@ struct http_job {
 	int			 notify;	/* INSERT: its transaction also
 						   sends the NOTIFY */
 	int			 solo;		/* INSERT: never in a batch */
+	int			 handoff;	/* INSERT: written claimed, for
+						   relay 1 */
+	int64_t			 handoff_claim;	/* ... its claim token */
+	int64_t			 handoff_us;	/* ... sent at (monotonic) */
 	PGresult		*res;		/* its result, kept until the
 						   Sync says committed */
 };
@@ -272,6 +306,8 @@ static void	http_db_broken(struct http_db *, const char *);
 static void	http_db_setup_next(struct http_db *);
 static void	http_db_connect(struct http_db *);
 static void	http_notify(struct http_worker *);
+static int	http_handoff_claim(struct http_worker *);
+static void	http_handoff(struct http_worker *, struct http_job *);
 static int	http_notify_claim(struct http_worker *);
 static void	http_stats_reply(struct http_worker *, struct evhttp_request *,
 		    int, const char *);
@@ -479,6 +515,7 @@ http_job_get(struct http_worker *w)
 	job->nbatch = 1;
 	job->notify = 0;
 	job->solo = 0;
+	job->handoff = 0;
 	job->res = NULL;
 	return job;
 }
@@ -806,10 +843,10 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 		http_error(w, req, 404, "not_found", "no order with this id");
 		return;
 	}
-	if (PQntuples(res) != 1 || PQnfields(res) != 4) {
+	if (PQntuples(res) != 1 || PQnfields(res) != (job->handoff ? 10 : 4)) {
 		log_warnx("database connection %d: %d rows of %d columns, "
-		    "expected 1 of 4", db->index, PQntuples(res),
-		    PQnfields(res));
+		    "expected 1 of %d", db->index, PQntuples(res),
+		    PQnfields(res), job->handoff ? 10 : 4);
 		http_unavailable(w, req);
 		return;
 	}
@@ -899,11 +936,15 @@ http_db_pipeline(struct http_db *db, PGresult *res)
 			http_batch_split(w, job);
 			job = NULL;
 		} else if (job->res != NULL) {
-			http_db_answer(db, job, job->res);
-			/* Committed: wake the relays, unless this very
+			/* Committed: hand the row over before the 201 goes
+			 * out, so that relay 1 is on its way before the
+			 * client wakes; or wake the relays, unless this very
 			 * transaction did. */
-			if (job->kind == HTTP_JOB_INSERT && !job->notify &&
-			    !http_res_failed(job->res))
+			if (job->handoff && !http_res_failed(job->res))
+				http_handoff(w, job);
+			http_db_answer(db, job, job->res);
+			if (job->kind == HTTP_JOB_INSERT && !job->handoff &&
+			    !job->notify && !http_res_failed(job->res))
 				http_notify(w);
 		}
 		if (job != NULL) {
@@ -992,6 +1033,8 @@ http_db_setup_next(struct http_db *db)
 	static const Oid	 get_types[] = { HTTP_OID_UUID };
 	static const Oid	 many_types[] = { HTTP_OID_TEXT_ARRAY,
 				    HTTP_OID_INT8_ARRAY };
+	static const Oid	 claimed_types[] = { HTTP_OID_TEXT,
+				    HTTP_OID_INT8, HTTP_OID_INT8, HTTP_OID_INT8 };
 	int			 ok;
 
 	if (db->step_failed) {
@@ -1016,6 +1059,10 @@ http_db_setup_next(struct http_db *db)
 	case 4:
 		ok = PQsendPrepare(db->pg, HTTP_STMT_INSERT_MANY,
 		    http_sql_insert_many, 2, many_types);
+		break;
+	case 5:
+		ok = PQsendPrepare(db->pg, HTTP_STMT_INSERT_CLAIMED,
+		    http_sql_insert_claimed, 4, claimed_types);
 		break;
 	default:
 		if (!PQenterPipelineMode(db->pg)) {
@@ -1218,7 +1265,8 @@ http_db_run(struct http_db *db, struct http_job *job)
 	/* Every id escaped and quoted, every amount, and a comma each. */
 	static char	 ids[HTTP_BATCH_MAX * (2 * ORDER_CUSTOMER_ID_MAX + 3) + 3];
 	static char	 amounts[HTTP_BATCH_MAX * 22 + 3];
-	const char	*values[2];
+	const char	*values[4];
+	char		 claim[24], lease[24];
 	int		 ok;
 
 	TAILQ_INSERT_TAIL(&db->sent, job, entry);
@@ -1232,6 +1280,20 @@ http_db_run(struct http_db *db, struct http_job *job)
 		values[0] = ids;
 		values[1] = amounts;
 		ok = PQsendQueryPrepared(db->pg, HTTP_STMT_INSERT_MANY, 2,
+		    values, NULL, NULL, 0);
+	} else if (job->kind == HTTP_JOB_INSERT && http_handoff_claim(db->w)) {
+		/* The first order after a quiet spell: written claimed and
+		 * handed to relay 1 after its commit (http_handoff()). */
+		job->handoff = 1;
+		job->handoff_claim = relay_claim_token();
+		job->handoff_us = clock_mono_us();
+		snprintf(claim, sizeof(claim), "%" PRId64, job->handoff_claim);
+		snprintf(lease, sizeof(lease), "%ld", db->w->conf->relay.lease);
+		values[0] = job->in.customer_id;
+		values[1] = job->amount;
+		values[2] = claim;
+		values[3] = lease;
+		ok = PQsendQueryPrepared(db->pg, HTTP_STMT_INSERT_CLAIMED, 4,
 		    values, NULL, NULL, 0);
 	} else if (job->kind == HTTP_JOB_INSERT) {
 		values[0] = job->in.customer_id;
@@ -1251,7 +1313,8 @@ http_db_run(struct http_db *db, struct http_job *job)
 	/* The first order after a quiet spell carries the NOTIFY in its own
 	 * transaction: the relays hear of it at its commit, one round trip
 	 * sooner than from a NOTIFY sent after it (http_notify_send()). */
-	if (ok && job->kind == HTTP_JOB_INSERT && http_notify_claim(db->w)) {
+	if (ok && job->kind == HTTP_JOB_INSERT && !job->handoff &&
+	    http_notify_claim(db->w)) {
 		job->notify = 1;
 		ok = PQsendQueryParams(db->pg, http_sql_notify, 0, NULL, NULL,
 		    NULL, NULL, 0);
@@ -1298,6 +1361,64 @@ http_notify_send(struct http_worker *w)
 	job->kind = HTTP_JOB_NOTIFY;
 	job->req = NULL;
 	http_db_run(best, job);
+}
+
+/*
+ * May this order be written claimed and handed to relay 1?  Only the
+ * first after a quiet spell, like the NOTIFY it replaces (it opens the
+ * same window): under load the relays' own claims take many rows a
+ * statement and spread them over every relay, while a handed-off row
+ * costs relay 1 a publish of its own.  Not while stopping: relay 1 may
+ * be gone before the commit.
+ */
+static int
+http_handoff_claim(struct http_worker *w)
+{
+	struct timeval	tv = http_tv(HTTP_NOTIFY_MS);
+
+	if (w->stopping || !w->conf->relay.handoff ||
+	    w->conf->relay.workers == 0 ||
+	    !handoff_can_send() ||
+	    event_pending(w->notify_ev, EV_TIMEOUT, NULL))
+		return 0;
+	w->notify_dirty = 0;
+	event_add(w->notify_ev, &tv);
+	return 1;
+}
+
+/* job's order committed with its outbox row claimed: hand the row to
+ * relay 1.  A row the socket does not take stays claimed until its lease
+ * ends, then any relay publishes it. */
+static void
+http_handoff(struct http_worker *w, struct http_job *job)
+{
+	static struct log_limit	 limit;
+	const PGresult		*res = job->res;
+	struct handoff_row	 row;
+
+	if (PQntuples(res) != 1 || PQnfields(res) != 10 ||
+	    PQgetisnull(res, 0, 5))
+		return;			/* paused: written unclaimed */
+	row.claim = job->handoff_claim;
+	row.claimed_us = job->handoff_us;
+	row.lease_ms = w->conf->relay.lease;
+	row.id = strtoll(PQgetvalue(res, 0, 4), NULL, 10);
+	row.type = PQgetvalue(res, 0, 6);
+	row.type_len = PQgetlength(res, 0, 6);
+	row.key = PQgetvalue(res, 0, 7);
+	row.key_len = PQgetlength(res, 0, 7);
+	row.payload = PQgetvalue(res, 0, 8);
+	row.payload_len = PQgetlength(res, 0, 8);
+	row.created_ms = strtoll(PQgetvalue(res, 0, 9), NULL, 10);
+	if (row.type_len + row.key_len + row.payload_len + 64 > HANDOFF_MAX)
+		errno = EMSGSIZE;
+	else if (handoff_send(&row) == 0)
+		return;
+	metrics_handoff(0, 1);
+	log_limited(&limit, LOG_LEVEL_WARN, "could not hand outbox row %"
+	    PRId64 " to relay 1 (%s): it is published when its lease ends "
+	    "(relay.lease)", row.id, errno == EAGAIN ? "relay 1 is not "
+	    "reading" : strerror(errno));
 }
 
 /* May an order's transaction carry a NOTIFY now?  Only when no window is

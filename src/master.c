@@ -172,6 +172,9 @@ master_child(struct master *m, struct slot *s, const sigset_t *oldmask)
 		close(m->listen_fd);
 	if (s->role != ROLE_ADMIN && m->admin_fd != -1)
 		close(m->admin_fd);
+	handoff_keep(s->role == ROLE_HTTP ? HANDOFF_SENDER :
+	    s->role == ROLE_RELAY && s->index == 1 ? HANDOFF_RECEIVER :
+	    HANDOFF_NONE);
 	switch (s->role) {
 	case ROLE_HTTP:
 		rv = http_worker_main(m->conf, m->listen_fd, s->index);
@@ -655,6 +658,8 @@ master_run(struct conf *conf, int listen_fd, int admin_fd)
 	/* Before the first fork: every worker counts into this region. */
 	if (metrics_init() == -1)
 		log_warn("metrics: cannot map shared memory; nothing is counted");
+	if (handoff_open() == -1)
+		log_warn("handoff socket: relays will claim every row");
 	/* With random()'s default seed every master would draw the same
 	 * jitter, and instances restarted together (one per host, after a
 	 * database outage) would respawn in lockstep all the same. */
@@ -699,6 +704,7 @@ master_run(struct conf *conf, int listen_fd, int admin_fd)
 		event_free(m.stop_timer);
 	event_free(m.reload_timer);
 	event_base_free(m.base);
+	handoff_close();
 	log_info("stopped");
 	conf_free(m.conf);
 	return m.exit_status;

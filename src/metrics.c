@@ -135,6 +135,8 @@ struct metrics_shm {
 	uint64_t	reloads[2];
 	uint64_t	retention_rows;		/* deleted by retention */
 	uint64_t	retention_errors;	/* its deletes that failed */
+	uint64_t	handoff_rows;		/* taken by relay 1 */
+	uint64_t	handoff_failed;		/* not handed over */
 	int64_t		workers_up;
 	int64_t		workers_desired;
 	int64_t		start_time;	/* s since the epoch */
@@ -259,6 +261,17 @@ metrics_retention(int failed, long n)
 		ADD(&metrics_shm->retention_errors, 1);
 	else if (n > 0)
 		ADD(&metrics_shm->retention_rows, (uint64_t)n);
+}
+
+void
+metrics_handoff(int taken, int failed)
+{
+	if (metrics_shm == NULL)
+		return;
+	if (taken > 0)
+		ADD(&metrics_shm->handoff_rows, (uint64_t)taken);
+	if (failed > 0)
+		ADD(&metrics_shm->handoff_failed, (uint64_t)failed);
 }
 
 void
@@ -643,6 +656,16 @@ metrics_render(size_t *len)
 	    "Retention deletes that failed.");
 	metrics_printf(&b, "outboxd_retention_errors_total %" PRIu64 "\n",
 	    LOAD(&m->retention_errors));
+	metrics_family(&b, "outboxd_handoff_rows_total", "counter",
+	    "Rows an HTTP worker wrote already claimed and relay 1 took "
+	    "without a claim of its own.");
+	metrics_printf(&b, "outboxd_handoff_rows_total %" PRIu64 "\n",
+	    LOAD(&m->handoff_rows));
+	metrics_family(&b, "outboxd_handoff_failures_total", "counter",
+	    "Rows written already claimed that could not be handed to relay "
+	    "1; they are published when their lease ends.");
+	metrics_printf(&b, "outboxd_handoff_failures_total %" PRIu64 "\n",
+	    LOAD(&m->handoff_failed));
 done:
 	if (b.failed) {
 		free(b.s);

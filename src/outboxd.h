@@ -89,6 +89,8 @@ struct conf {
 		long	 backoff_max;		/* ms, retry delay cap */
 		long	 max_message_size;	/* bytes the broker accepts */
 		long	 retention;		/* s sent rows are kept; 0 = ever */
+		int	 handoff;		/* HTTP workers hand rows to
+						   relay 1 (handoff.c) */
 	} relay;
 
 	struct {
@@ -588,6 +590,9 @@ void		 metrics_worker_restart(const char *role);
 void		 metrics_reload(int ok);
 /* Retention: rows one delete removed (failed: the delete failed, n 0). */
 void		 metrics_retention(int failed, long n);
+/* Rows relay 1 took from the handoff socket; rows an HTTP worker could
+ * not hand over. */
+void		 metrics_handoff(int taken, int failed);
 /* The master: running workers of the current generation, and wanted. */
 void		 metrics_set_workers(int up, int desired);
 /* enum metrics_reason of a failed attempt (outcome SINK_RETRY or
@@ -662,6 +667,47 @@ int		 admin_pause(struct pg_conn *, int paused, struct cJSON **out,
  * not depend on where they differ (SHA-256 of both, CRYPTO_memcmp). */
 int		 admin_token_equal(const char *a, const char *b);
 
+/* ---- handoff.c: claimed rows from the HTTP workers to relay 1 --------- */
+
+#define HANDOFF_MAX	65536	/* bytes of one handed-off row, at most */
+
+enum handoff_end { HANDOFF_NONE, HANDOFF_SENDER, HANDOFF_RECEIVER };
+
+/* One outbox row, written already claimed (attempts 0).  The strings are
+ * not NUL-terminated; handoff_recv() points them into its buffer. */
+struct handoff_row {
+	int64_t		 claim;		/* its claim token */
+	int64_t		 claimed_us;	/* monotonic us before the claiming
+					   statement was sent: its lease
+					   runs from no earlier */
+	int64_t		 id;
+	int64_t		 created_ms;	/* created_at, ms since the epoch */
+	long		 lease_ms;	/* its lease (the writer's
+					   relay.lease) */
+	const char	*type, *key, *payload;
+	size_t		 type_len, key_len, payload_len;
+};
+
+/* Master, before the first fork: open the local socket pair (kept for
+ * every generation of workers).  -1 with errno: no handoff, rows are
+ * claimed as before. */
+int		 handoff_open(void);
+/* In a new worker: keep only the end its role uses, close the other(s). */
+void		 handoff_keep(enum handoff_end);
+/* 1 if this process holds the sending end. */
+int		 handoff_can_send(void);
+/* Send one row to relay 1 without blocking.  0, or -1 with errno (EAGAIN:
+ * relay 1 is not reading, the row is left to its lease). */
+int		 handoff_send(const struct handoff_row *);
+/* The receiving end (relay 1), or -1. */
+int		 handoff_fd(void);
+/* Take one row into buf (HANDOFF_MAX bytes).  1 got one (row points into
+ * buf), 0 none waiting, -1 with errno: EMSGSIZE or EBADMSG a malformed
+ * datagram was skipped, anything else the socket failed. */
+int		 handoff_recv(struct handoff_row *, char *buf, size_t size);
+/* Master, at exit: close both ends. */
+void		 handoff_close(void);
+
 /* ---- retention.c: deleting old sent rows (in relay 1) ------------------ */
 
 struct retention;
@@ -681,6 +727,9 @@ void		 retention_free(struct retention *);
 
 int		 http_worker_main(struct conf *, int listen_fd, int index);
 int		 relay_main(struct conf *, int index);
+/* A new random claim token (relay.c): unique enough per claim, only
+ * compared for equality; never negative. */
+int64_t		 relay_claim_token(void);
 int		 consumer_main(struct conf *, int index);
 /* admin_http.c: the admin API on the master's admin socket. */
 int		 admin_http_main(struct conf *, int admin_fd);

@@ -116,6 +116,7 @@ struct relay {
 	struct event		*conn_ev;	/* readable: notifications */
 	struct event		*poll_ev;	/* poll_interval safety net */
 	struct event		*reconnect_ev;
+	struct event		*handoff_ev;	/* relay 1: rows handed over */
 	struct retention	*retention;	/* relay 1: old sent rows */
 	const struct sink	*sink;
 	long			 reconnect_delay;
@@ -158,8 +159,8 @@ static void	relay_next(struct relay *);
 static void	relay_finish(struct relay *);
 static void	relay_disconnect(struct relay *, const char *);
 
-static int64_t
-relay_new_claim(void)
+int64_t
+relay_claim_token(void)
 {
 	/* Unique enough per claim; only compared for equality. */
 	return (((int64_t)random() << 31) ^ random() ^
@@ -735,7 +736,7 @@ relay_claim_start(struct relay *r)
 	room = RELAY_MAX_INFLIGHT - r->inflight;
 	if (room > r->conf->relay.batch_size)
 		room = r->conf->relay.batch_size;
-	r->busy_token = relay_new_claim();
+	r->busy_token = relay_claim_token();
 	r->busy_asked = room;
 	snprintf(claim, sizeof(claim), "%" PRId64, r->busy_token);
 	snprintf(lease, sizeof(lease), "%ld", r->conf->relay.lease);
@@ -752,6 +753,57 @@ relay_claim_start(struct relay *r)
 }
 
 /*
+ * Add a claimed row to *chp, the chunk being filled (a new one when there
+ * is none or the row does not fit: the full one goes to the sink).  The
+ * strings are copied.  claim and claimed_us: the row's claim token and
+ * when its claim was sent (monotonic us); answered_us when it came back.
+ */
+static void
+relay_chunk_add(struct relay *r, struct relay_chunk **chp,
+    const struct handoff_row *row, int attempts, int64_t answered_us)
+{
+	struct relay_chunk	*ch = *chp;
+	struct outbox_msg	*m;
+	size_t			 size, budget = r->conf->relay.max_message_size;
+
+	size = row->payload_len + row->type_len + RELAY_ATTR_OVERHEAD;
+	/* A batch may carry as much as one message may (SQS). */
+	if (ch != NULL && (ch->n == r->sink->max_batch ||
+	    ch->bytes + size > budget || ch->claim != row->claim)) {
+		relay_send_chunk(r, ch);
+		ch = NULL;
+	}
+	if (ch == NULL) {
+		if ((ch = calloc(1, sizeof(*ch))) == NULL)
+			fatal("calloc");
+		ch->relay = r;
+		ch->claim = row->claim;
+		ch->claimed_us = row->claimed_us;
+		ch->answered_us = answered_us;
+	}
+	m = &ch->msgs[ch->n++];
+	ch->bytes += size;
+	m->id = row->id;
+	m->event_type = strndup(row->type, row->type_len);
+	m->key = strndup(row->key, row->key_len);
+	m->payload = strndup(row->payload, row->payload_len);
+	m->payload_len = row->payload_len;
+	m->attempts = attempts;
+	m->created_ms = row->created_ms;
+	m->retry_after = -1;
+	if (m->event_type == NULL || m->key == NULL || m->payload == NULL)
+		fatal("strndup");
+	if (size > budget) {
+		/* Retrying cannot make it fit. */
+		m->outcome = SINK_REJECTED;
+		if (asprintf(&m->error, "message of %zu bytes exceeds "
+		    "relay.max_message_size (%zu bytes)", size, budget) == -1)
+			m->error = NULL;
+	}
+	*chp = ch;
+}
+
+/*
  * The claim's answer (res NULL: it failed): hand the rows to the sink in
  * chunks that respect its batch limits.  Claims follow one another while
  * there is room and they come back full.  One that got fewer rows than it
@@ -762,7 +814,7 @@ static void
 relay_claimed(struct relay *r, PGresult *res)
 {
 	struct relay_chunk	*ch = NULL;
-	size_t			 size, budget = r->conf->relay.max_message_size;
+	struct handoff_row	 row;
 	int64_t			 now = clock_mono_us();
 	int			 i, n;
 
@@ -770,52 +822,76 @@ relay_claimed(struct relay *r, PGresult *res)
 	n = res != NULL ? PQntuples(res) : -1;
 	r->backlog = n == r->busy_asked;
 	r->want_claim = n >= 0 && (n == r->busy_asked || r->woken);
+	row.claim = r->busy_token;
+	row.claimed_us = r->busy_us;
+	row.lease_ms = r->conf->relay.lease;
 	for (i = 0; i < n; i++) {
-		struct outbox_msg	*m;
-
-		size = PQgetlength(res, i, 3) + PQgetlength(res, i, 1) +
-		    RELAY_ATTR_OVERHEAD;
-		/* A batch may carry as much as one message may (SQS). */
-		if (ch != NULL && (ch->n == r->sink->max_batch ||
-		    ch->bytes + size > budget)) {
-			relay_send_chunk(r, ch);
-			ch = NULL;
-		}
-		if (ch == NULL) {
-			if ((ch = calloc(1, sizeof(*ch))) == NULL)
-				fatal("calloc");
-			ch->relay = r;
-			ch->claim = r->busy_token;
-			ch->claimed_us = r->busy_us;
-			ch->answered_us = now;
-		}
-		m = &ch->msgs[ch->n++];
-		ch->bytes += size;
-		m->id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
-		m->event_type = strdup(PQgetvalue(res, i, 1));
-		m->key = strdup(PQgetvalue(res, i, 2));
-		m->payload = strdup(PQgetvalue(res, i, 3));
-		m->payload_len = PQgetlength(res, i, 3);
-		m->attempts = atoi(PQgetvalue(res, i, 4));
-		m->created_ms = strtoll(PQgetvalue(res, i, 5), NULL, 10);
-		m->retry_after = -1;
-		if (m->event_type == NULL || m->key == NULL ||
-		    m->payload == NULL)
-			fatal("strdup");
-		if (size > budget) {
-			/* Retrying cannot make it fit. */
-			m->outcome = SINK_REJECTED;
-			if (asprintf(&m->error, "message of %zu bytes exceeds "
-			    "relay.max_message_size (%zu bytes)", size,
-			    budget) == -1)
-				m->error = NULL;
-		}
+		row.id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+		row.type = PQgetvalue(res, i, 1);
+		row.type_len = PQgetlength(res, i, 1);
+		row.key = PQgetvalue(res, i, 2);
+		row.key_len = PQgetlength(res, i, 2);
+		row.payload = PQgetvalue(res, i, 3);
+		row.payload_len = PQgetlength(res, i, 3);
+		row.created_ms = strtoll(PQgetvalue(res, i, 5), NULL, 10);
+		relay_chunk_add(r, &ch, &row, atoi(PQgetvalue(res, i, 4)), now);
 	}
 	if (ch != NULL)
 		relay_send_chunk(r, ch);
 	relay_pump(r);
 	if (n > 0)
 		log_debug("claimed %d row(s)", n);
+}
+
+/*
+ * Relay 1: rows an HTTP worker wrote already claimed and handed over
+ * (handoff.c), published like the rows of a claim of its own.  Their
+ * lease runs from when the worker sent its statement, so relay_pump()'s
+ * check covers a row that waited long in the socket.
+ */
+static void
+relay_on_handoff(evutil_socket_t fd, short what, void *arg)
+{
+	static char		 buf[HANDOFF_MAX];
+	struct relay		*r = arg;
+	struct relay_chunk	*ch = NULL;
+	struct handoff_row	 row;
+	int64_t			 now = clock_mono_us();
+	int			 rv, n = 0;
+
+	(void)fd;
+	(void)what;
+	while (n < RELAY_MAX_INFLIGHT &&
+	    (rv = handoff_recv(&row, buf, sizeof(buf))) != 0) {
+		if (rv == -1) {
+			if (errno != EMSGSIZE && errno != EBADMSG) {
+				log_warn("handoff socket");
+				event_del(r->handoff_ev);
+				break;
+			}
+			log_warnx("skipped a malformed handed-off row: its "
+			    "lease brings it back");
+			continue;
+		}
+		/* Written by a worker of another generation with a
+		 * shorter lease (a reload): this relay's wait for the sink
+		 * assumes its own.  Left to the lease. */
+		if (row.lease_ms < r->conf->relay.lease) {
+			log_info("left handed-off row %" PRId64 " to its lease "
+			    "(%ld ms, shorter than this relay's)", row.id,
+			    row.lease_ms);
+			continue;
+		}
+		relay_chunk_add(r, &ch, &row, 0, now);
+		n++;
+	}
+	if (ch != NULL)
+		relay_send_chunk(r, ch);
+	if (n > 0) {
+		metrics_handoff(n, 0);
+		log_debug("took %d handed-off row(s)", n);
+	}
+	relay_pump(r);
 }
 
 /* Claim, or go on claiming, as soon as the connection is free. */
@@ -1133,6 +1209,10 @@ relay_stop(void *arg)
 
 	r->stopping = 1;
 	retention_stop(r->retention);
+	/* Rows handed over from now on are left for the next relay 1 (the
+	 * master keeps the socket) or their lease. */
+	if (r->handoff_ev != NULL)
+		event_del(r->handoff_ev);
 	/* Rows already at the sink are recorded; claimed rows still waiting
 	 * for it are given back, unclaimed rows stay pending for the next
 	 * relay.  A statement in flight is answered first (relay_on_conn). */
@@ -1181,6 +1261,11 @@ relay_main(struct conf *conf, int index)
 	if (r.reconnect_ev == NULL || r.record_ev == NULL || r.poll_ev == NULL ||
 	    event_add(r.poll_ev, &tv) == -1)
 		fatalx("event_add");
+	if (index == 1 && handoff_fd() != -1 && ((r.handoff_ev =
+	    event_new(r.base, handoff_fd(), EV_READ | EV_PERSIST,
+	    relay_on_handoff, &r)) == NULL || event_add(r.handoff_ev,
+	    NULL) == -1))
+		fatalx("event_add");
 	if (index == 1 && conf->relay.retention > 0 &&
 	    (r.retention = retention_new(r.base, conf)) == NULL)
 		fatalx("retention_new");
@@ -1207,6 +1292,8 @@ relay_main(struct conf *conf, int index)
 		event_free(r.conn_ev);
 	if (r.conn != NULL)
 		PQfinish(r.conn);
+	if (r.handoff_ev != NULL)
+		event_free(r.handoff_ev);
 	event_free(r.poll_ev);
 	event_free(r.reconnect_ev);
 	event_free(r.record_ev);

@@ -36,7 +36,7 @@ if [ -n "${SAN_SCENARIOS:-}" ]; then
 	SAN_ALWAYS=1
 else
 	SAN_SCENARIOS=(e2e-200 bad-input relay-kill relay-stop-drain relay-slow-claim
-		webhook master-reload ops-admin)
+		webhook master-reload ops-admin relay-handoff)
 fi
 for a in "$@"; do
 	case $a in

@@ -53,6 +53,7 @@ full_page_writes = off
 max_connections = 200
 shared_buffers = 128MB
 log_min_messages = warning
+${PG_EXTRA_CONF:-}
 CONF
 
 as_pg "$BINDIR/pg_ctl" -D "$DIR/data" -l "$DIR/pg.log" -w -t 60 start >/dev/null ||

@@ -50,6 +50,8 @@ table != "" && /CFG_[A-Z_]+[ \t]*\([ \t]*"/ {
 	if (s ~ /^"/) { d = substr(s, 2); sub(/".*/, "", d) }
 	else { d = s; sub(/[ \t]*,.*/, "", d); d = strip(d) }
 	if (d == "NULL") d = "-"
+	if (d == "cfg_true") d = "true"
+	if (d == "cfg_false") d = "false"
 	n++; otab[n] = table; oname[n] = name; odef[n] = d
 	next
 }
