@@ -122,7 +122,9 @@ fi
 
 
 say "stack up"
-"$ROOT/tests/lib/stack.sh" up "$SCRATCH/stack" >&2 || die "stack.sh up failed"
+# track_commit_timestamp: b3-ack.sh also measures B3 from each order's own commit
+PG_EXTRA_CONF="track_commit_timestamp = on" "$ROOT/tests/lib/stack.sh" up "$SCRATCH/stack" >&2 ||
+  die "stack.sh up failed"
 source "$SCRATCH/stack/env"
 read -r SINK_PORT REF_PORT GW_SINK_PORT <<<"$("$ROOT/tests/lib/free-port" 3 | tr '\n' ' ')"
 
@@ -205,6 +207,11 @@ if want b3; then
   done
   say "outboxd: B3 at 50 orders/s with the wake-up off (poll only)"
   ob env LABEL=rate50-wake-off OB_WAKE=off ./b3-e2e.sh && ob env LABEL=rate50-wake-off "$BENCH/b3-ack.sh"
+  for r in $(seq "$REPS"); do
+    say "outboxd: B3 at 50 orders/s with relay.handoff off (a NOTIFY and a claim per order) ($r/$REPS)"
+    ob env LABEL=rate50-handoff-off OB_HANDOFF=false ./b3-e2e.sh &&
+      ob env LABEL=rate50-handoff-off "$BENCH/b3-ack.sh"
+  done
 fi
 
 if want b4; then

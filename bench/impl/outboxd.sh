@@ -30,6 +30,8 @@
 #       off/trigger replace the trigger with one that src/http.c's detection query takes
 #       for "a trigger notifies for us" (so the HTTP workers do not notify); the next
 #       impl_reset or OB_WAKE=self start re-applies sql/schema.sql.
+#   OB_HANDOFF          relay.handoff: true | false             (unset: default true;
+#                       OB_WAKE=off sets false, so that nothing but the poll finds rows)
 #   OB_EXTRA_SQL        SQL run after sql/schema.sql at every start (e.g. a candidate index;
 #                       bench/run.sh drops what it adds)
 #   OB_LOG_LEVEL        (info: B2's "from ready" time reads the relays' "publishing to" line)
@@ -91,6 +93,8 @@ _ob_conf() { # FILE HTTP RELAYS CONSUMERS
     echo "  workers = $3"
     [ -n "${OB_BATCH_SIZE:-}" ] && echo "  batch_size = $OB_BATCH_SIZE"
     [ -n "${OB_POLL_INTERVAL:-}" ] && echo "  poll_interval = $OB_POLL_INTERVAL"
+    if [ "${OB_WAKE:-self}" = off ]; then echo "  handoff = false"
+    elif [ -n "${OB_HANDOFF:-}" ]; then echo "  handoff = $OB_HANDOFF"; fi
     echo "  sink = \"$sink\""
     echo "}"
     if [ "$sink" = http ]; then
@@ -135,7 +139,7 @@ _ob_stop() {
 # Start the daemon with HTTP RELAYS CONSUMERS workers; wait until it serves (HTTP > 0)
 # or its relays are up.
 _ob_start() {
-  local h=$1 r=$2 c=$3 p want="$1 $2 $3 ${OB_SINK:-sqs} ${OB_WAKE:-self} ${OB_EXTRA_SQL:+extra}"
+  local h=$1 r=$2 c=$3 p want="$1 $2 $3 ${OB_SINK:-sqs} ${OB_WAKE:-self} ${OB_HANDOFF:-} ${OB_EXTRA_SQL:+extra}"
   mkdir -p "$OB_RUN"
   if _ob_running && [ "$(cat "$OB_RUN/running" 2>/dev/null)" = "$want" ]; then return 0; fi
   _ob_stop
