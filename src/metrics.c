@@ -472,6 +472,15 @@ metrics_family(struct metrics_buf *b, const char *name, const char *type,
 	    type);
 }
 
+/* A counter without labels: its family and its one sample. */
+static void
+metrics_counter(struct metrics_buf *b, const char *name, const char *help,
+    uint64_t v)
+{
+	metrics_family(b, name, "counter", help);
+	metrics_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
 /* A value in seconds from microseconds, exactly. */
 static void
 metrics_seconds(char *buf, size_t len, uint64_t us)
@@ -648,23 +657,17 @@ metrics_render(size_t *len)
 	metrics_printf(&b, "outboxd_reloads_total{outcome=\"failed\"} %"
 	    PRIu64 "\n", LOAD(&m->reloads[1]));
 
-	metrics_family(&b, "outboxd_retention_deleted_rows_total", "counter",
-	    "Sent rows deleted by retention (relay.retention).");
-	metrics_printf(&b, "outboxd_retention_deleted_rows_total %" PRIu64
-	    "\n", LOAD(&m->retention_rows));
-	metrics_family(&b, "outboxd_retention_errors_total", "counter",
-	    "Retention deletes that failed.");
-	metrics_printf(&b, "outboxd_retention_errors_total %" PRIu64 "\n",
-	    LOAD(&m->retention_errors));
-	metrics_family(&b, "outboxd_handoff_rows_total", "counter",
+	metrics_counter(&b, "outboxd_retention_deleted_rows_total",
+	    "Sent rows deleted by retention (relay.retention).",
+	    LOAD(&m->retention_rows));
+	metrics_counter(&b, "outboxd_retention_errors_total",
+	    "Retention deletes that failed.", LOAD(&m->retention_errors));
+	metrics_counter(&b, "outboxd_handoff_rows_total",
 	    "Rows an HTTP worker wrote already claimed and relay 1 took "
-	    "without a claim of its own.");
-	metrics_printf(&b, "outboxd_handoff_rows_total %" PRIu64 "\n",
-	    LOAD(&m->handoff_rows));
-	metrics_family(&b, "outboxd_handoff_failures_total", "counter",
+	    "without a claim of its own.", LOAD(&m->handoff_rows));
+	metrics_counter(&b, "outboxd_handoff_failures_total",
 	    "Rows written already claimed that could not be handed to relay "
-	    "1; they are published when their lease ends.");
-	metrics_printf(&b, "outboxd_handoff_failures_total %" PRIu64 "\n",
+	    "1; they are published when their lease ends.",
 	    LOAD(&m->handoff_failed));
 done:
 	if (b.failed) {
