@@ -95,6 +95,8 @@ struct relay_chunk {
 						   clock: it becomes sent_at) */
 	int64_t			 claimed_us;	/* when its claim was sent */
 	int64_t			 answered_us;	/* ... and came back */
+	int64_t			 lease_end_us;	/* ... its lease ends (monotonic:
+						   claimed_us + the lease) */
 	int			 at_sink;	/* handed to the sink */
 	TAILQ_ENTRY(relay_chunk) entry;		/* in ready or at_sinkq */
 };
@@ -104,7 +106,7 @@ struct relay_sent {
 	int64_t			 id;
 	int64_t			 claim;		/* its claim token */
 	int64_t			 acked_us;	/* as in its chunk */
-	int64_t			 claimed_us;	/* ... its lease runs from */
+	int64_t			 lease_end_us;	/* ... */
 };
 
 struct relay {
@@ -141,8 +143,9 @@ struct relay {
 	int64_t			 claim_cost_us;	/* how long claims take */
 	int64_t			 mark_cost_us;	/* ... and marks */
 	int			 busy_asked;	/* ... a claim's limit */
-	long			 wait_max;	/* ms a claimed chunk may wait
-						   for the sink, see relay_pump */
+	long			 sink_timeout;	/* ms, the sink's request
+						   timeout, see relay_pump */
+	int			 handoff_on;	/* handoff_ev is added */
 	struct log_limit	 stale_limit;	/* "too late to publish" */
 	struct log_limit	 hold_limit;	/* "holding the next claim" */
 	int			 want_claim;	/* claim when the connection is free */
@@ -156,6 +159,8 @@ struct relay {
 static void	relay_kick(struct relay *);
 static void	relay_pump(struct relay *);
 static void	relay_next(struct relay *);
+static void	relay_next_statement(struct relay *);
+static void	relay_handoff_gate(struct relay *);
 static void	relay_finish(struct relay *);
 static void	relay_disconnect(struct relay *, const char *);
 
@@ -327,7 +332,7 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 		r->sent[r->nsent].id = ch->msgs[i].id;
 		r->sent[r->nsent].claim = ch->claim;
 		r->sent[r->nsent].acked_us = ch->acked_us;
-		r->sent[r->nsent++].claimed_us = ch->claimed_us;
+		r->sent[r->nsent++].lease_end_us = ch->lease_end_us;
 	}
 	for (i = 0; i < ch->n; i++) {
 		struct outbox_msg	*m = &ch->msgs[i];
@@ -658,23 +663,29 @@ relay_pump(struct relay *r)
 		return;
 	}
 	while (r->at_sink < r->slots && (ch = TAILQ_FIRST(&r->ready)) != NULL) {
+		/* The lease must cover the wait for a slot and the request
+		 * (the configuration check makes it at least twice the
+		 * request's timeout). */
+		long	wait_max = (ch->lease_end_us - ch->claimed_us) / 1000 -
+			    r->sink_timeout;
+
 		TAILQ_REMOVE(&r->ready, ch, entry);
 		now = clock_mono_us();
-		if ((now - ch->claimed_us) / 1000 >= r->wait_max) {
+		if ((now - ch->claimed_us) / 1000 >= wait_max) {
 			long long	took = (ch->answered_us -
 					    ch->claimed_us) / 1000;
 
 			/* A claim that alone uses up the time the lease
 			 * leaves it publishes nothing, however idle the sink:
 			 * say what to change. */
-			if (took >= r->wait_max)
+			if (took >= wait_max)
 				log_limited(&r->stale_limit, LOG_LEVEL_WARN,
 				    "too late to publish within the lease: %d "
 				    "claimed row(s) are left to its end, the "
 				    "claim took %lld ms and relay.lease leaves "
 				    "%ld ms (lease less the sink's timeout); "
 				    "find why claims are slow, or raise "
-				    "relay.lease", ch->n, took, r->wait_max);
+				    "relay.lease", ch->n, took, wait_max);
 			else
 				log_limited(&r->stale_limit, LOG_LEVEL_WARN,
 				    "too late to publish within the lease: %d "
@@ -769,7 +780,8 @@ relay_chunk_add(struct relay *r, struct relay_chunk **chp,
 	size = row->payload_len + row->type_len + RELAY_ATTR_OVERHEAD;
 	/* A batch may carry as much as one message may (SQS). */
 	if (ch != NULL && (ch->n == r->sink->max_batch ||
-	    ch->bytes + size > budget || ch->claim != row->claim)) {
+	    ch->bytes + size > budget || ch->claim != row->claim ||
+	    ch->lease_end_us != row->claimed_us + row->lease_ms * 1000)) {
 		relay_send_chunk(r, ch);
 		ch = NULL;
 	}
@@ -780,6 +792,7 @@ relay_chunk_add(struct relay *r, struct relay_chunk **chp,
 		ch->claim = row->claim;
 		ch->claimed_us = row->claimed_us;
 		ch->answered_us = answered_us;
+		ch->lease_end_us = row->claimed_us + row->lease_ms * 1000;
 	}
 	m = &ch->msgs[ch->n++];
 	ch->bytes += size;
@@ -861,25 +874,18 @@ relay_on_handoff(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	while (n < RELAY_MAX_INFLIGHT &&
+	while (r->inflight + n < RELAY_MAX_INFLIGHT &&
 	    (rv = handoff_recv(&row, buf, sizeof(buf))) != 0) {
 		if (rv == -1) {
 			if (errno != EMSGSIZE && errno != EBADMSG) {
 				log_warn("handoff socket");
 				event_del(r->handoff_ev);
+				event_free(r->handoff_ev);
+				r->handoff_ev = NULL;
 				break;
 			}
 			log_warnx("skipped a malformed handed-off row: its "
 			    "lease brings it back");
-			continue;
-		}
-		/* Written by a worker of another generation with a
-		 * shorter lease (a reload): this relay's wait for the sink
-		 * assumes its own.  Left to the lease. */
-		if (row.lease_ms < r->conf->relay.lease) {
-			log_info("left handed-off row %" PRId64 " to its lease "
-			    "(%ld ms, shorter than this relay's)", row.id,
-			    row.lease_ms);
 			continue;
 		}
 		relay_chunk_add(r, &ch, &row, 0, now);
@@ -892,6 +898,7 @@ relay_on_handoff(evutil_socket_t fd, short what, void *arg)
 		log_debug("took %d handed-off row(s)", n);
 	}
 	relay_pump(r);
+	relay_handoff_gate(r);
 }
 
 /* Claim, or go on claiming, as soon as the connection is free. */
@@ -902,27 +909,27 @@ relay_kick(struct relay *r)
 	relay_next(r);
 }
 
-/* How long, in us, until the lease of the oldest row this relay claimed
- * and has not marked yet ends (INT64_MAX: it holds none). */
+/* How long, in us, until the first lease of a row this relay claimed and
+ * has not marked yet ends (INT64_MAX: it holds none). */
 static int64_t
 relay_lease_left(const struct relay *r)
 {
 	const struct relay_chunk	*ch;
-	int64_t				 oldest = INT64_MAX;
+	int64_t				 first = INT64_MAX;
 	int				 i;
 
 	TAILQ_FOREACH(ch, &r->ready, entry)
-		if (ch->claimed_us < oldest)
-			oldest = ch->claimed_us;
+		if (ch->lease_end_us < first)
+			first = ch->lease_end_us;
 	TAILQ_FOREACH(ch, &r->at_sinkq, entry)
-		if (ch->claimed_us < oldest)
-			oldest = ch->claimed_us;
+		if (ch->lease_end_us < first)
+			first = ch->lease_end_us;
 	for (i = 0; i < r->nsent; i++)
-		if (r->sent[i].claimed_us < oldest)
-			oldest = r->sent[i].claimed_us;
-	if (oldest == INT64_MAX)
+		if (r->sent[i].lease_end_us < first)
+			first = r->sent[i].lease_end_us;
+	if (first == INT64_MAX)
 		return INT64_MAX;
-	return oldest + r->conf->relay.lease * 1000 - clock_mono_us();
+	return first - clock_mono_us();
 }
 
 /*
@@ -938,11 +945,17 @@ relay_lease_left(const struct relay *r)
  * timeout; once they are marked the claim goes.
  */
 static int
+relay_marks_late(const struct relay *r)
+{
+	return 2 * (r->claim_cost_us + r->mark_cost_us) >= relay_lease_left(r);
+}
+
+static int
 relay_claim_held(struct relay *r)
 {
 	int64_t	left = relay_lease_left(r);
 
-	if (2 * (r->claim_cost_us + r->mark_cost_us) < left)
+	if (!relay_marks_late(r))
 		return 0;
 	log_limited(&r->hold_limit, LOG_LEVEL_WARN, "holding the next claim "
 	    "until the %d row(s) this relay holds are marked: their lease "
@@ -954,12 +967,46 @@ relay_claim_held(struct relay *r)
 }
 
 /*
+ * Relay 1 reads handed-off rows (handoff.c) only when it could have
+ * claimed them itself: connected, no statement in flight, room, marks not
+ * late.  A handed-off row taken while the connection hangs (a backend
+ * stuck on a lock or I/O) would be published and then wait for its mark
+ * behind that statement, past its lease, while another relay's claim
+ * takes it again; a claim would not have got it.  Rows wait in the socket
+ * meanwhile, and relay_pump() drops those whose lease it can no longer
+ * keep.
+ */
+static void
+relay_handoff_gate(struct relay *r)
+{
+	int	on;
+
+	if (r->handoff_ev == NULL)
+		return;
+	on = !r->stopping && r->conn != NULL && r->busy == RELAY_Q_NONE &&
+	    r->inflight < RELAY_MAX_INFLIGHT && !relay_marks_late(r);
+	if (on == r->handoff_on)
+		return;
+	if (on ? event_add(r->handoff_ev, NULL) : event_del(r->handoff_ev))
+		fatalx("handoff event");
+	r->handoff_on = on;
+}
+
+/*
  * Start the next statement the relay owes, unless one is in flight: the
  * mark of the sent rows (it may find their keys' next rows) or a claim if
- * there is room; when both are owed, the one that did not go last.
+ * there is room; when both are owed, the one that did not go last.  Then
+ * open or close relay 1's handoff socket.
  */
 static void
 relay_next(struct relay *r)
+{
+	relay_next_statement(r);
+	relay_handoff_gate(r);
+}
+
+static void
+relay_next_statement(struct relay *r)
 {
 	int	mark, claim;
 
@@ -1187,6 +1234,7 @@ relay_disconnect(struct relay *r, const char *why)
 	PQclear(r->busy_res);
 	r->busy_res = NULL;
 	r->marking = 0;
+	relay_handoff_gate(r);
 	tv.tv_sec = r->reconnect_delay / 1000;
 	tv.tv_usec = (r->reconnect_delay % 1000) * 1000;
 	evtimer_add(r->reconnect_ev, &tv);
@@ -1211,8 +1259,7 @@ relay_stop(void *arg)
 	retention_stop(r->retention);
 	/* Rows handed over from now on are left for the next relay 1 (the
 	 * master keeps the socket) or their lease. */
-	if (r->handoff_ev != NULL)
-		event_del(r->handoff_ev);
+	relay_handoff_gate(r);
 	/* Rows already at the sink are recorded; claimed rows still waiting
 	 * for it are given back, unclaimed rows stay pending for the next
 	 * relay.  A statement in flight is answered first (relay_on_conn). */
@@ -1239,7 +1286,7 @@ relay_main(struct conf *conf, int index)
 	/* The lease must cover the claim, the wait for a slot and the
 	 * request (the configuration check makes it at least twice the
 	 * request's timeout). */
-	r.wait_max = conf->relay.lease - conf_sink_timeout(conf);
+	r.sink_timeout = conf_sink_timeout(conf);
 	TAILQ_INIT(&r.ready);
 	TAILQ_INIT(&r.at_sinkq);
 	if ((r.base = event_base_new()) == NULL)
@@ -1261,11 +1308,10 @@ relay_main(struct conf *conf, int index)
 	if (r.reconnect_ev == NULL || r.record_ev == NULL || r.poll_ev == NULL ||
 	    event_add(r.poll_ev, &tv) == -1)
 		fatalx("event_add");
-	if (index == 1 && handoff_fd() != -1 && ((r.handoff_ev =
+	if (index == 1 && handoff_fd() != -1 && (r.handoff_ev =
 	    event_new(r.base, handoff_fd(), EV_READ | EV_PERSIST,
-	    relay_on_handoff, &r)) == NULL || event_add(r.handoff_ev,
-	    NULL) == -1))
-		fatalx("event_add");
+	    relay_on_handoff, &r)) == NULL)
+		fatalx("event_new");
 	if (index == 1 && conf->relay.retention > 0 &&
 	    (r.retention = retention_new(r.base, conf)) == NULL)
 		fatalx("retention_new");
