@@ -65,15 +65,14 @@ handoff_open(void)
 void
 handoff_keep(enum handoff_end end)
 {
-	int	i;
-
-	for (i = 0; i < 2; i++)
-		if (handoff_fds[i] != -1 &&
-		    !((i == 0 && end == HANDOFF_RECEIVER) ||
-		    (i == 1 && end == HANDOFF_SENDER))) {
-			close(handoff_fds[i]);
-			handoff_fds[i] = -1;
-		}
+	if (end != HANDOFF_RECEIVER && handoff_fds[0] != -1) {
+		close(handoff_fds[0]);
+		handoff_fds[0] = -1;
+	}
+	if (end != HANDOFF_SENDER && handoff_fds[1] != -1) {
+		close(handoff_fds[1]);
+		handoff_fds[1] = -1;
+	}
 }
 
 int
@@ -91,6 +90,11 @@ handoff_send(const struct handoff_row *row)
 
 	if (handoff_fds[1] == -1) {
 		errno = EBADF;
+		return -1;
+	}
+	if (sizeof(h) + row->type_len + row->key_len + row->payload_len >
+	    HANDOFF_MAX) {
+		errno = EMSGSIZE;
 		return -1;
 	}
 	memset(&h, 0, sizeof(h));

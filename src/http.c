@@ -129,6 +129,10 @@ static const char http_sql_insert_claimed[] =
 	"to_json(o.created_at) #>> '{}', e.id, e.claim, e.event_type, "
 	"e.ordering_key, e.payload, e.created_ms FROM o, e";
 
+/* Its columns after the order's four. */
+enum { HTTP_COL_ROW_ID = 4, HTTP_COL_CLAIM, HTTP_COL_TYPE, HTTP_COL_KEY,
+	HTTP_COL_PAYLOAD, HTTP_COL_CREATED_MS, HTTP_COLS_CLAIMED };
+
 /*
  * Group commit: the orders that queued up while every connection was busy
  * go in one statement, so one transaction, with a commit for all of them.
@@ -843,10 +847,11 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 		http_error(w, req, 404, "not_found", "no order with this id");
 		return;
 	}
-	if (PQntuples(res) != 1 || PQnfields(res) != (job->handoff ? 10 : 4)) {
+	if (PQntuples(res) != 1 ||
+	    PQnfields(res) != (job->handoff ? HTTP_COLS_CLAIMED : 4)) {
 		log_warnx("database connection %d: %d rows of %d columns, "
 		    "expected 1 of %d", db->index, PQntuples(res),
-		    PQnfields(res), job->handoff ? 10 : 4);
+		    PQnfields(res), job->handoff ? HTTP_COLS_CLAIMED : 4);
 		http_unavailable(w, req);
 		return;
 	}
@@ -1396,23 +1401,22 @@ http_handoff(struct http_worker *w, struct http_job *job)
 	const PGresult		*res = job->res;
 	struct handoff_row	 row;
 
-	if (PQntuples(res) != 1 || PQnfields(res) != 10 ||
-	    PQgetisnull(res, 0, 5))
+	if (PQntuples(res) != 1 || PQnfields(res) != HTTP_COLS_CLAIMED ||
+	    PQgetisnull(res, 0, HTTP_COL_CLAIM))
 		return;			/* paused: written unclaimed */
 	row.claim = job->handoff_claim;
 	row.claimed_us = job->handoff_us;
 	row.lease_ms = w->conf->relay.lease;
-	row.id = strtoll(PQgetvalue(res, 0, 4), NULL, 10);
-	row.type = PQgetvalue(res, 0, 6);
-	row.type_len = PQgetlength(res, 0, 6);
-	row.key = PQgetvalue(res, 0, 7);
-	row.key_len = PQgetlength(res, 0, 7);
-	row.payload = PQgetvalue(res, 0, 8);
-	row.payload_len = PQgetlength(res, 0, 8);
-	row.created_ms = strtoll(PQgetvalue(res, 0, 9), NULL, 10);
-	if (row.type_len + row.key_len + row.payload_len + 64 > HANDOFF_MAX)
-		errno = EMSGSIZE;
-	else if (handoff_send(&row) == 0)
+	row.id = strtoll(PQgetvalue(res, 0, HTTP_COL_ROW_ID), NULL, 10);
+	row.type = PQgetvalue(res, 0, HTTP_COL_TYPE);
+	row.type_len = PQgetlength(res, 0, HTTP_COL_TYPE);
+	row.key = PQgetvalue(res, 0, HTTP_COL_KEY);
+	row.key_len = PQgetlength(res, 0, HTTP_COL_KEY);
+	row.payload = PQgetvalue(res, 0, HTTP_COL_PAYLOAD);
+	row.payload_len = PQgetlength(res, 0, HTTP_COL_PAYLOAD);
+	row.created_ms = strtoll(PQgetvalue(res, 0, HTTP_COL_CREATED_MS),
+	    NULL, 10);
+	if (handoff_send(&row) == 0)
 		return;
 	metrics_handoff(0, 1);
 	log_limited(&limit, LOG_LEVEL_WARN, "could not hand outbox row %"

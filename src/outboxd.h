@@ -697,7 +697,8 @@ void		 handoff_keep(enum handoff_end);
 /* 1 if this process holds the sending end. */
 int		 handoff_can_send(void);
 /* Send one row to relay 1 without blocking.  0, or -1 with errno (EAGAIN:
- * relay 1 is not reading, the row is left to its lease). */
+ * relay 1 is not reading, the row is left to its lease; EMSGSIZE: larger
+ * than HANDOFF_MAX with its header). */
 int		 handoff_send(const struct handoff_row *);
 /* The receiving end (relay 1), or -1. */
 int		 handoff_fd(void);
