@@ -87,16 +87,24 @@
 #define HTTP_STMT_GET		"outboxd_order_get"
 #define HTTP_STMT_INSERT_CLAIMED "outboxd_order_insert_claimed"
 
+/* The new order o ($1, $2), as the statements below insert it. */
+#define HTTP_SQL_ORDER							\
+	"WITH o AS (INSERT INTO orders (customer_id, amount_cents) "	\
+	"VALUES ($1, $2) "						\
+	"RETURNING id, customer_id, amount_cents, created_at), "
+/* Its order.created event's type, ordering key and payload, from o: the
+ * same bytes whichever statement writes the row. */
+#define HTTP_SQL_EVENT							\
+	"'order.created', o.id::text, json_build_object("		\
+	"'orderId', o.id, 'customerId', o.customer_id, "		\
+	"'amountCents', o.amount_cents, 'createdAt', o.created_at)"
+
 /* The order and its order.created event, atomically, in one round trip.
  * created_at is formatted by the server in the session's TimeZone, UTC. */
 static const char http_sql_insert[] =
-	"WITH o AS (INSERT INTO orders (customer_id, amount_cents) "
-	"VALUES ($1, $2) "
-	"RETURNING id, customer_id, amount_cents, created_at), "
+	HTTP_SQL_ORDER
 	"e AS (INSERT INTO outbox (event_type, ordering_key, payload) "
-	"SELECT 'order.created', o.id::text, json_build_object("
-	"'orderId', o.id, 'customerId', o.customer_id, "
-	"'amountCents', o.amount_cents, 'createdAt', o.created_at) FROM o) "
+	"SELECT " HTTP_SQL_EVENT " FROM o) "
 	"SELECT id, customer_id, amount_cents, to_json(created_at) #>> '{}' "
 	"FROM o";
 
@@ -109,16 +117,12 @@ static const char http_sql_insert[] =
  * handoff (claim NULL: paused).
  */
 static const char http_sql_insert_claimed[] =
-	"WITH o AS (INSERT INTO orders (customer_id, amount_cents) "
-	"VALUES ($1, $2) "
-	"RETURNING id, customer_id, amount_cents, created_at), "
+	HTTP_SQL_ORDER
 	"p AS (SELECT NOT coalesce((SELECT paused FROM outbox_control "
 	"WHERE id = 1), false) AS go), "
 	"e AS (INSERT INTO outbox (event_type, ordering_key, payload, claim, "
 	"available_at, first_claimed_at) "
-	"SELECT 'order.created', o.id::text, json_build_object("
-	"'orderId', o.id, 'customerId', o.customer_id, "
-	"'amountCents', o.amount_cents, 'createdAt', o.created_at), "
+	"SELECT " HTTP_SQL_EVENT ", "
 	"CASE WHEN p.go THEN $3::bigint END, "
 	"now() + CASE WHEN p.go THEN $4::bigint ELSE 0 END "
 	"* interval '1 millisecond', CASE WHEN p.go THEN now() END "
@@ -148,9 +152,7 @@ static const char http_sql_insert_many[] =
 	"SELECT i.id, i.c, i.a FROM i ORDER BY i.n "
 	"RETURNING id, customer_id, amount_cents, created_at), "
 	"e AS (INSERT INTO outbox (event_type, ordering_key, payload) "
-	"SELECT 'order.created', o.id::text, json_build_object("
-	"'orderId', o.id, 'customerId', o.customer_id, "
-	"'amountCents', o.amount_cents, 'createdAt', o.created_at) FROM o) "
+	"SELECT " HTTP_SQL_EVENT " FROM o) "
 	"SELECT i.n, o.id, o.customer_id, o.amount_cents, "
 	"to_json(o.created_at) #>> '{}' FROM o JOIN i ON i.id = o.id";
 
@@ -1368,6 +1370,20 @@ http_notify_send(struct http_worker *w)
 	http_db_run(best, job);
 }
 
+/* Open the NOTIFY window (HTTP_NOTIFY_MS) unless one is open: 1 if this
+ * call opened it, for the order that comes after a quiet spell. */
+static int
+http_window_open(struct http_worker *w)
+{
+	struct timeval	tv = http_tv(HTTP_NOTIFY_MS);
+
+	if (event_pending(w->notify_ev, EV_TIMEOUT, NULL))
+		return 0;
+	w->notify_dirty = 0;
+	event_add(w->notify_ev, &tv);
+	return 1;
+}
+
 /*
  * May this order be written claimed and handed to relay 1?  Only the
  * first after a quiet spell, like the NOTIFY it replaces (it opens the
@@ -1379,16 +1395,9 @@ http_notify_send(struct http_worker *w)
 static int
 http_handoff_claim(struct http_worker *w)
 {
-	struct timeval	tv = http_tv(HTTP_NOTIFY_MS);
-
-	if (w->stopping || !w->conf->relay.handoff ||
-	    w->conf->relay.workers == 0 ||
-	    !handoff_can_send() ||
-	    event_pending(w->notify_ev, EV_TIMEOUT, NULL))
-		return 0;
-	w->notify_dirty = 0;
-	event_add(w->notify_ev, &tv);
-	return 1;
+	return !w->stopping && w->conf->relay.handoff &&
+	    w->conf->relay.workers > 0 && handoff_can_send() &&
+	    http_window_open(w);
 }
 
 /* job's order committed with its outbox row claimed: hand the row to
@@ -1430,13 +1439,7 @@ http_handoff(struct http_worker *w, struct http_job *job)
 static int
 http_notify_claim(struct http_worker *w)
 {
-	struct timeval	tv = http_tv(HTTP_NOTIFY_MS);
-
-	if (!w->notify_self || event_pending(w->notify_ev, EV_TIMEOUT, NULL))
-		return 0;
-	w->notify_dirty = 0;
-	event_add(w->notify_ev, &tv);
-	return 1;
+	return w->notify_self && http_window_open(w);
 }
 
 static void

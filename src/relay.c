@@ -106,7 +106,7 @@ struct relay_sent {
 	int64_t			 id;
 	int64_t			 claim;		/* its claim token */
 	int64_t			 acked_us;	/* as in its chunk */
-	int64_t			 lease_end_us;	/* ... */
+	int64_t			 lease_end_us;	/* ... its claim's lease ends */
 };
 
 struct relay {
@@ -776,12 +776,14 @@ relay_chunk_add(struct relay *r, struct relay_chunk **chp,
 	struct relay_chunk	*ch = *chp;
 	struct outbox_msg	*m;
 	size_t			 size, budget = r->conf->relay.max_message_size;
+	int64_t			 lease_end = row->claimed_us +
+				    row->lease_ms * 1000;
 
 	size = row->payload_len + row->type_len + RELAY_ATTR_OVERHEAD;
 	/* A batch may carry as much as one message may (SQS). */
 	if (ch != NULL && (ch->n == r->sink->max_batch ||
 	    ch->bytes + size > budget || ch->claim != row->claim ||
-	    ch->lease_end_us != row->claimed_us + row->lease_ms * 1000)) {
+	    ch->lease_end_us != lease_end)) {
 		relay_send_chunk(r, ch);
 		ch = NULL;
 	}
@@ -792,7 +794,7 @@ relay_chunk_add(struct relay *r, struct relay_chunk **chp,
 		ch->claim = row->claim;
 		ch->claimed_us = row->claimed_us;
 		ch->answered_us = answered_us;
-		ch->lease_end_us = row->claimed_us + row->lease_ms * 1000;
+		ch->lease_end_us = lease_end;
 	}
 	m = &ch->msgs[ch->n++];
 	ch->bytes += size;
@@ -945,9 +947,9 @@ relay_lease_left(const struct relay *r)
  * timeout; once they are marked the claim goes.
  */
 static int
-relay_marks_late(const struct relay *r)
+relay_marks_late(const struct relay *r, int64_t lease_left)
 {
-	return 2 * (r->claim_cost_us + r->mark_cost_us) >= relay_lease_left(r);
+	return 2 * (r->claim_cost_us + r->mark_cost_us) >= lease_left;
 }
 
 static int
@@ -955,7 +957,7 @@ relay_claim_held(struct relay *r)
 {
 	int64_t	left = relay_lease_left(r);
 
-	if (!relay_marks_late(r))
+	if (!relay_marks_late(r, left))
 		return 0;
 	log_limited(&r->hold_limit, LOG_LEVEL_WARN, "holding the next claim "
 	    "until the %d row(s) this relay holds are marked: their lease "
@@ -984,7 +986,8 @@ relay_handoff_gate(struct relay *r)
 	if (r->handoff_ev == NULL)
 		return;
 	on = !r->stopping && r->conn != NULL && r->busy == RELAY_Q_NONE &&
-	    r->inflight < RELAY_MAX_INFLIGHT && !relay_marks_late(r);
+	    r->inflight < RELAY_MAX_INFLIGHT &&
+	    !relay_marks_late(r, relay_lease_left(r));
 	if (on == r->handoff_on)
 		return;
 	if (on ? event_add(r->handoff_ev, NULL) : event_del(r->handoff_ev))
