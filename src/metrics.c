@@ -55,6 +55,12 @@ static const uint64_t metrics_publish_bounds[] = {
 	5000000, 10000000, 30000000, 60000000, 300000000, 900000000,
 	1800000000, 3600000000
 };
+/* A batch at the sink: a fraction of a millisecond to a local broker,
+ * tens of ms to a remote one, up to the request's timeout. */
+static const uint64_t metrics_sink_bounds[] = {
+	250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000,
+	500000, 1000000, 2500000, 5000000, 10000000, 30000000
+};
 #define NELEM(a)	(sizeof(a) / sizeof((a)[0]))
 
 static const char *const metrics_route_names[METRICS_NROUTES] = {
@@ -128,6 +134,7 @@ struct metrics_shm {
 			    __attribute__((aligned(64)));
 	uint64_t	failures[METRICS_NREASONS];
 	struct metrics_hist publish_latency;
+	struct metrics_hist sink_duration[2];	/* by enum conf_sink */
 	uint64_t	consumer[METRICS_NCONSUMER]
 			    __attribute__((aligned(64)));
 	uint64_t	restarts[METRICS_NROLES]
@@ -223,6 +230,15 @@ metrics_publish_latency(uint64_t us)
 		return;
 	metrics_hist_observe(&metrics_shm->publish_latency,
 	    metrics_publish_bounds, NELEM(metrics_publish_bounds), us);
+}
+
+void
+metrics_sink_duration(int sink, uint64_t us)
+{
+	if (metrics_shm == NULL || sink < 0 || sink > 1)
+		return;
+	metrics_hist_observe(&metrics_shm->sink_duration[sink],
+	    metrics_sink_bounds, NELEM(metrics_sink_bounds), us);
 }
 
 void
@@ -609,6 +625,17 @@ metrics_render(size_t *len)
 	metrics_hist(&b, "outboxd_publish_latency_seconds", "",
 	    &m->publish_latency, metrics_publish_bounds,
 	    NELEM(metrics_publish_bounds));
+
+	metrics_family(&b, "outboxd_sink_duration_seconds", "histogram",
+	    "From handing a batch of outbox messages to the sink to the "
+	    "broker's last answer for it, by sink.");
+	for (i = 0; i < NELEM(metrics_sink_names); i++) {
+		snprintf(labels, sizeof(labels), "sink=\"%s\"",
+		    metrics_sink_names[i]);
+		metrics_hist(&b, "outboxd_sink_duration_seconds", labels,
+		    &m->sink_duration[i], metrics_sink_bounds,
+		    NELEM(metrics_sink_bounds));
+	}
 
 	metrics_family(&b, "outboxd_consumer_messages_total", "counter",
 	    "Queue messages handled by the consumers (processed: written; "

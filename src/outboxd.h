@@ -584,6 +584,10 @@ void		 metrics_http_request(int route, int status, uint64_t us);
 void		 metrics_published(int sink, int outcome, int n);
 void		 metrics_publish_failure(int reason);
 void		 metrics_publish_latency(uint64_t us);
+/* A batch's time at sink (enum conf_sink), us microseconds: from the
+ * publish call to the answer that settled its last message, failed
+ * answers included, so that a slow or failing broker shows. */
+void		 metrics_sink_duration(int sink, uint64_t us);
 void		 metrics_consumer(int outcome);
 /* role: "http", "relay", "consumer", "admin". */
 void		 metrics_worker_restart(const char *role);

@@ -97,6 +97,7 @@ struct relay_chunk {
 	int64_t			 answered_us;	/* ... and came back */
 	int64_t			 lease_end_us;	/* ... its lease ends (monotonic:
 						   claimed_us + the lease) */
+	int64_t			 sink_us;	/* handed to the sink (monotonic) */
 	int			 at_sink;	/* handed to the sink */
 	TAILQ_ENTRY(relay_chunk) entry;		/* in ready or at_sinkq */
 };
@@ -564,6 +565,8 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 	(void)n;
 	ch->acked_us = clock_wall_us();
 	if (ch->at_sink) {
+		metrics_sink_duration(r->conf->relay.sink,
+		    (uint64_t)(clock_mono_us() - ch->sink_us));
 		TAILQ_REMOVE(&r->at_sinkq, ch, entry);
 		r->at_sink--;
 	}
@@ -698,6 +701,7 @@ relay_pump(struct relay *r)
 			continue;
 		}
 		ch->at_sink = 1;
+		ch->sink_us = now;
 		r->at_sink++;
 		TAILQ_INSERT_TAIL(&r->at_sinkq, ch, entry);
 		if (r->sink->publish(r->httpc, r->conf, ch->msgs, ch->n,

@@ -67,6 +67,11 @@ check "the exposition after the orders passes promtool check metrics" promtool_o
 lat_inf=$(sample "$M.1" 'outboxd_publish_latency_seconds_bucket{le="+Inf"}')
 lat_60=$(sample "$M.1" 'outboxd_publish_latency_seconds_bucket{le="60"}')
 check_eq "publish latencies under 60 s (bucket le=60 = +Inf)" "$lat_inf" "$lat_60"
+sink_n=$(delta "$M.0" "$M.1" 'outboxd_sink_duration_seconds_count{sink="sqs"}')
+check "batches at SQS in outboxd_sink_duration_seconds: 1..$N ($sink_n)" test "$sink_n" -ge 1 -a "$sink_n" -le $N
+check_eq "each under 10 s (bucket le=10 = count)" "$(sample "$M.1" 'outboxd_sink_duration_seconds_count{sink="sqs"}')" \
+	"$(sample "$M.1" 'outboxd_sink_duration_seconds_bucket{sink="sqs",le="10"}')"
+check_eq "none at the webhook sink" 0 "$(sample "$M.1" 'outboxd_sink_duration_seconds_count{sink="http"}')"
 say "publish latency: $(awk '/^outboxd_publish_latency_seconds_(sum|count)/ { printf "%s=%s ", $1, $2 }' "$M.1")"
 
 # kill -9 a relay: the master respawns it; the counters live on

@@ -209,16 +209,28 @@ webhook_receiver_slow() {
 
 # webhook_drain_once N SECONDS -- with outboxd running: insert N rows (a key
 # each), wait up to SECONDS for all to be sent, stop outboxd, and check each
-# was sent once: after one attempt, one request to the receiver per row,
-# as many distinct webhook-ids.
+# was sent once (webhook_insert_wait, outboxd_stop, webhook_sent_once).
 webhook_drain_once() {
+	webhook_insert_wait "$1" "$2"
+	outboxd_stop
+	webhook_sent_once "$1"
+}
+
+# webhook_insert_wait N SECONDS -- insert N rows (a key each) and wait up
+# to SECONDS for all to be sent.
+webhook_insert_wait() {
 	local n=$1
 	sql "INSERT INTO outbox (event_type, ordering_key, payload)
 		SELECT 'order.created', 'k' || i, json_build_object('n', i)
 		FROM generate_series(1, $n) i"
 	_all_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")" = "$n" ]; }
 	wait_until "$2" "all $n rows sent" _all_sent || true
-	outboxd_stop
+}
+
+# webhook_sent_once N -- the N rows were each sent once: after one attempt,
+# one request to the receiver per row, as many distinct webhook-ids.
+webhook_sent_once() {
+	local n=$1
 	check_eq "rows sent" "$n" "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")"
 	check_eq "rows failed" 0 "$(sql "SELECT count(*) FROM outbox WHERE status = 'failed'")"
 	check_eq "rows published more than once (attempts > 1)" 0 \
