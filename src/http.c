@@ -305,6 +305,14 @@ struct http_timing {
 };
 static struct http_timing	 http_timings[HTTP_TIMING_SLOTS];
 
+/* Why the server refused an order, beyond its message: http_pgwhy(). */
+struct http_pgwhy {
+	const char	*detail;	/* NULL, or dbuf */
+	const char	*hint;		/* NULL, or hbuf */
+	char		 dbuf[512];
+	char		 hbuf[256];
+};
+
 static void	http_db_run(struct http_db *, struct http_job *);
 static struct http_conn *http_conn_of(struct http_worker *,
 		    struct evhttp_request *);
@@ -317,6 +325,8 @@ static void	http_handoff(struct http_worker *, struct http_job *);
 static int	http_notify_claim(struct http_worker *);
 static void	http_stats_reply(struct http_worker *, struct evhttp_request *,
 		    int, const char *);
+static const char *http_pgmsg(const char *, char *, size_t);
+static void	http_pgwhy(struct http_pgwhy *, const PGresult *);
 
 /* Monotonic seconds, for idle timeouts. */
 static time_t
@@ -482,6 +492,29 @@ http_error(struct http_worker *w, struct evhttp_request *req, int code,
 	free(s);
 }
 
+/* 422 for an order PostgreSQL refused (http_res_refused()): its message,
+ * and its DETAIL and HINT when it has them, each cut to a few hundred
+ * bytes at a character. */
+static void
+http_refused(struct http_worker *w, struct evhttp_request *req,
+    const PGresult *res)
+{
+	struct http_pgwhy	 why;
+	char			 buf[400], msg[512], *s;
+
+	snprintf(msg, sizeof(msg), "the database refused the order: %s",
+	    http_pgmsg(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY), buf,
+	    sizeof(buf)));
+	http_pgwhy(&why, res);
+	if ((s = order_error_json_detail("order_refused", msg, why.detail,
+	    why.hint)) == NULL) {
+		http_send(w, req, 422, NULL, 0);
+		return;
+	}
+	http_send(w, req, 422, s, strlen(s));
+	free(s);
+}
+
 static void
 http_unavailable(struct http_worker *w, struct evhttp_request *req)
 {
@@ -619,6 +652,20 @@ http_pgmsg(const char *msg, char *buf, size_t len)
 	return buf;
 }
 
+/* A failed statement's DETAIL and HINT (PQresultErrorField), on one line
+ * each and cut at a character; NULL where the server sent none. */
+static void
+http_pgwhy(struct http_pgwhy *why, const PGresult *res)
+{
+	const char	*v;
+
+	why->detail = why->hint = NULL;
+	if ((v = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)) != NULL)
+		why->detail = http_pgmsg(v, why->dbuf, sizeof(why->dbuf));
+	if ((v = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)) != NULL)
+		why->hint = http_pgmsg(v, why->hbuf, sizeof(why->hbuf));
+}
+
 static void
 http_db_notice(void *arg, const char *message)
 {
@@ -719,11 +766,17 @@ http_db_log_result(struct http_db *db, const PGresult *res)
 	msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 	msg = http_pgmsg(msg != NULL ? msg : PQresStatus(PQresultStatus(res)),
 	    buf, sizeof(buf));
-	if (http_res_refused(res))
+	if (http_res_refused(res)) {
+		struct http_pgwhy	 why;
+
+		http_pgwhy(&why, res);
 		log_limited(&refused_limit, LOG_LEVEL_WARN, "database "
-		    "connection %d: order refused: %s (SQLSTATE %s)",
-		    db->index, msg, state);
-	else
+		    "connection %d: order refused: %s (SQLSTATE %s)%s%s%s%s",
+		    db->index, msg, state, why.detail != NULL ? " DETAIL: " : "",
+		    why.detail != NULL ? why.detail : "",
+		    why.hint != NULL ? " HINT: " : "",
+		    why.hint != NULL ? why.hint : "");
+	} else
 		log_warnx("database connection %d: %s (SQLSTATE %s)",
 		    db->index, msg, state != NULL ? state : "none");
 }
@@ -834,14 +887,9 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		http_db_log_result(db, res);
-		if (job->kind == HTTP_JOB_INSERT && http_res_refused(res)) {
-			char	buf[400], msg[512];
-
-			snprintf(msg, sizeof(msg), "the database refused the "
-			    "order: %s", http_pgmsg(PQresultErrorField(res,
-			    PG_DIAG_MESSAGE_PRIMARY), buf, sizeof(buf)));
-			http_error(w, req, 422, "order_refused", msg);
-		} else
+		if (job->kind == HTTP_JOB_INSERT && http_res_refused(res))
+			http_refused(w, req, res);
+		else
 			http_unavailable(w, req);
 		return;
 	}

@@ -254,13 +254,28 @@ order_uuid_valid(const char *s, size_t len)
 char *
 order_error_json(const char *code, const char *message)
 {
+	return order_error_json_detail(code, message, NULL, NULL);
+}
+
+/*
+ * The same with the server's "detail" and "hint" members when they are
+ * not NULL (PostgreSQL's DETAIL and HINT of a refused order, the members
+ * PostgREST names the same way).
+ */
+char *
+order_error_json_detail(const char *code, const char *message,
+    const char *detail, const char *hint)
+{
 	cJSON	*o;
 	char	*s = NULL;
 
 	if ((o = cJSON_CreateObject()) == NULL)
 		return NULL;
 	if (cJSON_AddStringToObject(o, "error", code) != NULL &&
-	    cJSON_AddStringToObject(o, "message", message) != NULL)
+	    cJSON_AddStringToObject(o, "message", message) != NULL &&
+	    (detail == NULL ||
+	    cJSON_AddStringToObject(o, "detail", detail) != NULL) &&
+	    (hint == NULL || cJSON_AddStringToObject(o, "hint", hint) != NULL))
 		s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return s;

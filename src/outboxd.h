@@ -539,6 +539,9 @@ int		 order_parse(const char *body, size_t len,
 int		 order_uuid_valid(const char *s, size_t len);
 /* {"error": code, "message": message}; caller frees; NULL if no memory. */
 char		*order_error_json(const char *code, const char *message);
+/* The same, with "detail" and "hint" members for those not NULL. */
+char		*order_error_json_detail(const char *code, const char *message,
+		    const char *detail, const char *hint);
 /* {"id","customer_id","amount_cents","created_at"} from an orders row's
  * text columns into buf; returns the length or -1. */
 int		 order_json(char *buf, size_t size, const char *id,

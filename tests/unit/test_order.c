@@ -384,6 +384,31 @@ test_error_json(void **state)
 }
 
 static void
+test_error_json_detail(void **state)
+{
+	char	*s;
+
+	(void)state;
+	s = order_error_json_detail("order_refused", "refused",
+	    "on the \"block\" list", "ask support");
+	assert_non_null(s);
+	assert_string_equal(s, "{\"error\":\"order_refused\",\"message\":"
+	    "\"refused\",\"detail\":\"on the \\\"block\\\" list\","
+	    "\"hint\":\"ask support\"}");
+	free(s);
+	s = order_error_json_detail("order_refused", "refused", NULL, "h");
+	assert_non_null(s);
+	assert_string_equal(s, "{\"error\":\"order_refused\",\"message\":"
+	    "\"refused\",\"hint\":\"h\"}");
+	free(s);
+	s = order_error_json_detail("order_refused", "refused", NULL, NULL);
+	assert_non_null(s);
+	assert_string_equal(s, "{\"error\":\"order_refused\",\"message\":"
+	    "\"refused\"}");
+	free(s);
+}
+
+static void
 test_order_json(void **state)
 {
 	char	 buf[ORDER_JSON_MAX], cid[ORDER_CUSTOMER_ID_MAX + 1];
@@ -443,6 +468,7 @@ main(void)
 		cmocka_unit_test(test_amount_bounds),
 		cmocka_unit_test(test_uuid),
 		cmocka_unit_test(test_error_json),
+		cmocka_unit_test(test_error_json_detail),
 		cmocka_unit_test(test_order_json),
 	};
 
