@@ -18,9 +18,13 @@ SRC=${OB_HTTP_C:-$(dirname "$OB_SCHEMA")/../src/http.c}
 script=$(mktemp /tmp/ceiling.XXXXXX.sql)
 trap 'rm -f "$script"' EXIT
 
-# The statement, taken from src/http.c so the ceiling runs exactly what outboxd runs.
-stmt=$(awk '/http_sql_insert\[\] =/{f=1;next} f{print} f&&/;[[:space:]]*$/{exit}' "$SRC" 2>/dev/null |
-  sed -n 's/^[^"]*"\(.*\)"[;]*[[:space:]]*$/\1/p' | tr -d '\n' | sed 's/\\"/"/g')
+# The statement, taken from src/http.c so the ceiling runs exactly what outboxd runs: its
+# declaration and the HTTP_SQL_* macros it is built from, through the C preprocessor, then
+# the adjacent string literals joined.
+stmt=$({ awk '/^#define[ \t]+HTTP_SQL_/{f=1} f{print} f&&!/\\$/{f=0}' "$SRC"
+         awk '/http_sql_insert\[\] =/{f=1} f{print} f&&/;[[:space:]]*$/{exit}' "$SRC"; } 2>/dev/null |
+  cpp -P 2>/dev/null | grep -o '"\([^"\\]\|\\.\)*"' | sed 's/^"//; s/"$//' | tr -d '\n' |
+  sed 's/\\"/"/g')
 case $stmt in
 "WITH o AS (INSERT INTO orders"*'$1'*'$2'*) ;;
 *) echo "ceiling: cannot read http_sql_insert from $SRC" >&2; exit 1 ;;

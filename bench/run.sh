@@ -179,9 +179,16 @@ fi
 if want b1 || want ceiling; then
   for r in $(seq "$REPS"); do
     say "outboxd: B1 ingest only, wake-up self/off/trigger, pgbench ceiling ($r/$REPS)"
-    ob_b1 ingest-only OB_RELAYS=0 OB_CONSUMERS=0
-    if want ceiling; then
+    # On and off back to back, off first in every other repetition: what drifts within a
+    # repetition (a checkpoint, the machine) does not always fall on the same side.
+    if want ceiling && [ $((r % 2)) = 0 ]; then
       ob_b1 ingest-wake-off OB_RELAYS=0 OB_CONSUMERS=0 OB_WAKE=off
+      ob_b1 ingest-only OB_RELAYS=0 OB_CONSUMERS=0
+    else
+      ob_b1 ingest-only OB_RELAYS=0 OB_CONSUMERS=0
+      if want ceiling; then ob_b1 ingest-wake-off OB_RELAYS=0 OB_CONSUMERS=0 OB_WAKE=off; fi
+    fi
+    if want ceiling; then
       ob_b1 ingest-wake-trigger OB_RELAYS=0 OB_CONSUMERS=0 OB_WAKE=trigger
       ob "$BENCH/ceiling.sh"
     fi
