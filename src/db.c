@@ -79,8 +79,8 @@ db_gssencmode(const char *conninfo)
  * (expand_dbname = 1), see db_connect().  p holds every string but
  * conninfo, which must outlive the connect. */
 struct db_params {
-	const char	*keys[10];
-	const char	*vals[10];
+	const char	*keys[12];
+	const char	*vals[12];
 	char		 app[64];
 };
 
@@ -94,7 +94,8 @@ db_params_init(struct db_params *p, const char *conninfo, const char *role)
 	static const char *const keys[] = { "application_name", "options",
 			    "connect_timeout", "keepalives_idle",
 			    "keepalives_interval", "keepalives_count",
-			    "tcp_user_timeout", "gssencmode", "dbname", NULL };
+			    "tcp_user_timeout", "gssencmode", "dbname",
+			    "client_encoding", NULL };
 	int		 i;
 
 	for (i = 0; keys[i] != NULL; i++)
@@ -114,7 +115,13 @@ db_params_init(struct db_params *p, const char *conninfo, const char *role)
 	p->vals[6] = "10000";
 	p->vals[7] = db_gssencmode(conninfo);
 	p->vals[8] = conninfo;
-	p->vals[9] = NULL;
+	/* After the conninfo, so that neither it nor PGCLIENTENCODING
+	 * changes it: whatever the database's encoding, what outboxd reads
+	 * goes into JSON (answers, events, logs) and must be UTF-8, and
+	 * what it writes (a customer id) is UTF-8, for the server to
+	 * convert. */
+	p->vals[9] = "UTF8";
+	p->vals[10] = NULL;
 }
 
 struct pg_conn *
