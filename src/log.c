@@ -48,6 +48,21 @@ log_utf8_trim(char *s, size_t n)
 	s[n] = '\0';
 }
 
+/* Bytes of the UTF-8 sequence that starts at s, as its lead byte says
+ * (1 for ASCII and for a byte that leads nothing), never past its end. */
+static size_t
+log_utf8_len(const char *s)
+{
+	unsigned char	c = (unsigned char)*s;
+	size_t		n, i;
+
+	n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+	for (i = 1; i < n; i++)
+		if (((unsigned char)s[i] & 0xc0) != 0x80)
+			return i;
+	return n;
+}
+
 char *
 log_utf8_copy(char *dst, size_t size, const char *src)
 {
@@ -157,8 +172,16 @@ log_quote(char *buf, size_t off, size_t len, const char *s)
 			buf[off++] = 'n';
 		} else if ((unsigned char)*s < 0x20) {
 			buf[off++] = ' ';
-		} else
-			buf[off++] = *s;
+		} else {
+			/* A line cut short ends between characters. */
+			size_t	n = log_utf8_len(s);
+
+			if (off + n + 3 > len)
+				break;
+			memcpy(buf + off, s, n);
+			off += n;
+			s += n - 1;
+		}
 	}
 	if (off + 1 < len)
 		buf[off++] = '"';
@@ -182,8 +205,17 @@ log_json(char *buf, size_t off, size_t len, const char *s)
 			buf[off++] = 'n';
 		} else if (c < 0x20 || c == 0x7f)
 			off += snprintf(buf + off, len - off, "\\u%04x", c);
-		else
-			buf[off++] = (char)c;
+		else {
+			/* A line cut short ends between characters: JSON
+			 * readers reject half of one. */
+			size_t	n = log_utf8_len(s);
+
+			if (off + n + 8 > len)
+				break;
+			memcpy(buf + off, s, n);
+			off += n;
+			s += n - 1;
+		}
 	}
 	if (off + 1 < len)
 		buf[off++] = '"';

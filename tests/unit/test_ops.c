@@ -219,6 +219,86 @@ slurp(const char *path)
 	return buf;
 }
 
+/* 1 if the n bytes at s are well-formed UTF-8 (RFC 3629), else 0. */
+static int
+utf8_valid(const unsigned char *s, size_t n)
+{
+	size_t	i = 0, k, len;
+
+	while (i < n) {
+		if (s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		len = s[i] >= 0xf0 ? 4 : s[i] >= 0xe0 ? 3 : s[i] >= 0xc2 ? 2 :
+		    0;
+		if (len == 0 || s[i] > 0xf4 || i + len > n)
+			return 0;
+		for (k = 1; k < len; k++)
+			if ((s[i + k] & 0xc0) != 0x80)
+				return 0;
+		i += len;
+	}
+	return 1;
+}
+
+/* A line longer than the 4 KB limit is cut between characters, in both
+ * formats, however many bytes its escapes take (a control character is
+ * six in JSON): a message of control characters and emoji in JSON, a
+ * field of emoji in logfmt, each with 0-3 bytes of padding before. */
+static void
+test_log_cut_utf8(void **state)
+{
+	char	 path[] = "/tmp/outboxd-log-XXXXXX", msg[1200], field[3700];
+	char	*text;
+	int	 fd, pad, format, i, off;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	log_init("http", 1);
+	for (i = 0; i < 900; i++)
+		memcpy(field + 4 * i, "\xf0\x9f\x98\x80", 4);
+	field[3600] = '\0';
+	for (format = LOG_FORMAT_LOGFMT; format <= LOG_FORMAT_JSON;
+	    format++) {
+		log_set_format(format);
+		for (pad = 0; pad < 4; pad++) {
+			assert_int_equal(log_open(path), 0);
+			off = 0;
+			for (i = 0; i < pad; i++)
+				msg[off++] = 'a';
+			for (i = 0; i < 600; i++)
+				msg[off++] = '\x01';
+			for (i = 0; i < 100; i++) {
+				memcpy(msg + off, "\xf0\x9f\x98\x80", 4);
+				off += 4;
+			}
+			msg[off] = '\0';
+			if (format == LOG_FORMAT_JSON)
+				log_warnx("%s", msg);
+			else
+				log_kv(LOG_LEVEL_WARN, (const char *[]){
+				    "detail", field, NULL }, "%s", msg + 600);
+			text = slurp(path);
+			assert_true(strlen(text) > 3000);
+			assert_true(utf8_valid((unsigned char *)text,
+			    strlen(text)));
+			if (format == LOG_FORMAT_JSON) {
+				cJSON	*j = cJSON_Parse(text);
+
+				assert_non_null(j);
+				cJSON_Delete(j);
+			}
+			assert_int_equal(truncate(path, 0), 0);
+		}
+	}
+	log_set_format(LOG_FORMAT_LOGFMT);
+	assert_int_equal(log_open(NULL), 0);
+	unlink(path);
+}
+
 static void
 test_log_json_and_limit(void **state)
 {
@@ -465,6 +545,7 @@ main(void)
 		cmocka_unit_test(test_publish_reason),
 		cmocka_unit_test(test_ready),
 		cmocka_unit_test(test_log_json_and_limit),
+		cmocka_unit_test(test_log_cut_utf8),
 		cmocka_unit_test(test_utf8_copy),
 		cmocka_unit_test(test_redrive_parse),
 		cmocka_unit_test(test_token_equal),
