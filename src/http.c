@@ -659,10 +659,13 @@ http_pgwhy(struct http_pgwhy *why, const PGresult *res)
 {
 	const char	*v;
 
+	/* An empty DETAIL (RAISE ... USING DETAIL = '') says nothing. */
 	why->detail = why->hint = NULL;
-	if ((v = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)) != NULL)
+	if ((v = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)) != NULL &&
+	    v[strspn(v, " \t\r\n")] != '\0')
 		why->detail = http_pgmsg(v, why->dbuf, sizeof(why->dbuf));
-	if ((v = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)) != NULL)
+	if ((v = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)) != NULL &&
+	    v[strspn(v, " \t\r\n")] != '\0')
 		why->hint = http_pgmsg(v, why->hbuf, sizeof(why->hbuf));
 }
 

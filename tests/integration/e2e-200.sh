@@ -111,16 +111,24 @@ check_eq "orders whose 201 or stored row does not carry their own customerId" 0 
 # A trigger's DETAIL and HINT reach the client as "detail" and "hint", and
 # the log line (the first refusal of the run: not rate-limited).
 sql "CREATE FUNCTION e2e_refuse_why() RETURNS trigger LANGUAGE plpgsql AS \$\$
-BEGIN RAISE EXCEPTION 'customer is blocked' USING DETAIL = 'customer refused-why is on the block list',
-	HINT = 'ask support to unblock'; END \$\$;
+BEGIN
+	IF NEW.customer_id = 'refused-empty' THEN
+		RAISE EXCEPTION 'customer is blocked' USING DETAIL = '', HINT = E' \\n';
+	END IF;
+	RAISE EXCEPTION 'customer is blocked' USING DETAIL = 'customer refused-why is on the block list',
+		HINT = 'ask support to unblock';
+END \$\$;
 CREATE TRIGGER e2e_refuse_why BEFORE INSERT ON orders
-FOR EACH ROW WHEN (NEW.customer_id = 'refused-why') EXECUTE FUNCTION e2e_refuse_why();"
+FOR EACH ROW WHEN (NEW.customer_id IN ('refused-why', 'refused-empty')) EXECUTE FUNCTION e2e_refuse_why();"
 post_order refused-why 8
 check_eq "an order a trigger refuses with a DETAIL and a HINT: HTTP status" 422 "$HTTP_STATUS"
 check "  ... the body carries both" jq_true '.error == "order_refused" and
 	.message == "the database refused the order: customer is blocked" and
 	.detail == "customer refused-why is on the block list" and .hint == "ask support to unblock"' "$HTTP_BODY"
 check "  ... and so does the log line" grep -q 'order refused: customer is blocked (SQLSTATE P0001) DETAIL: customer refused-why is on the block list HINT: ask support to unblock' "$OUTBOXD_LOG"
+post_order refused-empty 8
+check "an empty DETAIL and a blank HINT: no such members" \
+	jq_true '.error == "order_refused" and (has("detail") | not) and (has("hint") | not)' "$HTTP_BODY"
 
 # A 201 only after the commit: a transaction can still fail at its commit
 # (here a deferred constraint trigger of the user's on orders), after the
