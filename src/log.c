@@ -63,6 +63,22 @@ log_utf8_len(const char *s)
 	return n;
 }
 
+/* Copy the character at *s to buf + off if it fits with keep bytes to
+ * spare (a line cut short ends between characters, which JSON readers
+ * need), leaving *s on its last byte.  Returns the new offset, or 0 if it
+ * does not fit. */
+static size_t
+log_utf8_put(char *buf, size_t off, size_t len, size_t keep, const char **s)
+{
+	size_t	n = log_utf8_len(*s);
+
+	if (off + n + keep > len)
+		return 0;
+	memcpy(buf + off, *s, n);
+	*s += n - 1;
+	return off + n;
+}
+
 char *
 log_utf8_copy(char *dst, size_t size, const char *src)
 {
@@ -161,6 +177,8 @@ log_reopen(void)
 static size_t
 log_quote(char *buf, size_t off, size_t len, const char *s)
 {
+	size_t	n;
+
 	if (off + 1 < len)
 		buf[off++] = '"';
 	for (; *s != '\0' && off + 3 < len; s++) {
@@ -172,16 +190,10 @@ log_quote(char *buf, size_t off, size_t len, const char *s)
 			buf[off++] = 'n';
 		} else if ((unsigned char)*s < 0x20) {
 			buf[off++] = ' ';
-		} else {
-			/* A line cut short ends between characters. */
-			size_t	n = log_utf8_len(s);
-
-			if (off + n + 3 > len)
-				break;
-			memcpy(buf + off, s, n);
-			off += n;
-			s += n - 1;
-		}
+		} else if ((n = log_utf8_put(buf, off, len, 3, &s)) != 0)
+			off = n;
+		else
+			break;
 	}
 	if (off + 1 < len)
 		buf[off++] = '"';
@@ -192,6 +204,8 @@ log_quote(char *buf, size_t off, size_t len, const char *s)
 static size_t
 log_json(char *buf, size_t off, size_t len, const char *s)
 {
+	size_t	n;
+
 	if (off + 1 < len)
 		buf[off++] = '"';
 	for (; *s != '\0' && off + 8 < len; s++) {
@@ -205,17 +219,10 @@ log_json(char *buf, size_t off, size_t len, const char *s)
 			buf[off++] = 'n';
 		} else if (c < 0x20 || c == 0x7f)
 			off += snprintf(buf + off, len - off, "\\u%04x", c);
-		else {
-			/* A line cut short ends between characters: JSON
-			 * readers reject half of one. */
-			size_t	n = log_utf8_len(s);
-
-			if (off + n + 8 > len)
-				break;
-			memcpy(buf + off, s, n);
-			off += n;
-			s += n - 1;
-		}
+		else if ((n = log_utf8_put(buf, off, len, 8, &s)) != 0)
+			off = n;
+		else
+			break;
 	}
 	if (off + 1 < len)
 		buf[off++] = '"';
