@@ -84,7 +84,7 @@ order_has_nul(const char *p, size_t len)
 /* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, <= U+10FFFF.
  * PostgreSQL rejects anything else, which would turn a client's mistake
  * into a database error. */
-static int
+int
 order_utf8_valid(const unsigned char *s, size_t len)
 {
 	size_t		i = 0, n, k;

@@ -537,6 +537,9 @@ int		 order_parse(const char *body, size_t len,
 		    struct order_input *out, struct order_error *err);
 /* 1 if the len bytes at s are a canonical UUID, else 0. */
 int		 order_uuid_valid(const char *s, size_t len);
+/* 1 if the len bytes at s are strict UTF-8 (RFC 3629: no overlong form,
+ * no surrogate, at most U+10FFFF), else 0. */
+int		 order_utf8_valid(const unsigned char *s, size_t len);
 /* {"error": code, "message": message}; caller frees; NULL if no memory. */
 char		*order_error_json(const char *code, const char *message);
 /* The same, with "detail" and "hint" members for those not NULL. */

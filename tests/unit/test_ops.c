@@ -219,29 +219,6 @@ slurp(const char *path)
 	return buf;
 }
 
-/* 1 if the n bytes at s are well-formed UTF-8 (RFC 3629), else 0. */
-static int
-utf8_valid(const unsigned char *s, size_t n)
-{
-	size_t	i = 0, k, len;
-
-	while (i < n) {
-		if (s[i] < 0x80) {
-			i++;
-			continue;
-		}
-		len = s[i] >= 0xf0 ? 4 : s[i] >= 0xe0 ? 3 : s[i] >= 0xc2 ? 2 :
-		    0;
-		if (len == 0 || s[i] > 0xf4 || i + len > n)
-			return 0;
-		for (k = 1; k < len; k++)
-			if ((s[i + k] & 0xc0) != 0x80)
-				return 0;
-		i += len;
-	}
-	return 1;
-}
-
 /* A line longer than the 4 KB limit is cut between characters, in both
  * formats, however many bytes its escapes take (a control character is
  * six in JSON): a message of control characters and emoji in JSON, a
@@ -283,7 +260,7 @@ test_log_cut_utf8(void **state)
 				    "detail", field, NULL }, "%s", msg + 600);
 			text = slurp(path);
 			assert_true(strlen(text) > 3000);
-			assert_true(utf8_valid((unsigned char *)text,
+			assert_true(order_utf8_valid((unsigned char *)text,
 			    strlen(text)));
 			if (format == LOG_FORMAT_JSON) {
 				cJSON	*j = cJSON_Parse(text);
