@@ -1290,9 +1290,7 @@ relay_main(struct conf *conf, int index)
 	r.reconnect_delay = RELAY_RECONNECT_MIN;
 	r.sink = &relay_sinks[conf->relay.sink];
 	r.slots = relay_sink_slots[conf->relay.sink];
-	/* The lease must cover the claim, the wait for a slot and the
-	 * request (the configuration check makes it at least twice the
-	 * request's timeout). */
+	/* relay_pump() takes it from each chunk's lease. */
 	r.sink_timeout = conf_sink_timeout(conf);
 	TAILQ_INIT(&r.ready);
 	TAILQ_INIT(&r.at_sinkq);
