@@ -447,7 +447,7 @@ httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
 	}
 
 	LIST_INSERT_HEAD(&hc->reqs, req, entry);
-	/* Arms the timer at 0 ms: the transfer starts from the loop. */
+	/* Arms the timer at 0 ms: the transfer would start from the loop. */
 	if ((mrc = curl_multi_add_handle(hc->multi, e)) != CURLM_OK) {
 		log_warnx("httpc_post: %s", curl_multi_strerror(mrc));
 		LIST_REMOVE(req, entry);
@@ -455,6 +455,20 @@ httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
 		return (-1);
 	}
 	hc->inflight++;
+	/*
+	 * Start it now instead: on a reused connection the request leaves
+	 * before the caller's next work (an HTTP worker's 201), not a turn
+	 * of the loop later.  Not from inside a callback of ours, where
+	 * libcurl refuses a nested call.  The timer still runs this turn,
+	 * so a transfer that ended here is reported from the loop.
+	 */
+	if (!hc->busy) {
+		int	running;
+
+		curl_multi_socket_action(hc->multi, CURL_SOCKET_TIMEOUT, 0,
+		    &running);
+		event_active(hc->timer, EV_TIMEOUT, 1);
+	}
 	return (0);
 }
 
