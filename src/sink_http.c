@@ -58,6 +58,8 @@ struct sink_http_call {
 	struct sink_http_one	 one[SINK_HTTP_MAX_BATCH];
 };
 
+static struct log_limit	sink_http_limit;	/* failed calls */
+
 /*
  * Decode the base64 after "whsec_" (padding optional) into key.  Returns
  * the key length, or -1 if the text is not base64, or the key is empty
@@ -207,12 +209,17 @@ sink_http_finish(struct sink_http_call *call)
 		if (call->msgs[i].outcome != SINK_SENT && first == NULL)
 			first = call->msgs[i].error;
 	}
+	/* A receiver that is down fails every call: rate-limited, as the
+	 * SQS sink's failures are, so an outage cannot flood the log. */
 	if (nretry + nrej > 0)
-		log_warnx("webhook: %d of %d deliveries failed (%d to retry, "
-		    "%d rejected); first: %s", nretry + nrej, call->n, nretry,
-		    nrej, first != NULL ? first : "?");
-	else
+		log_limited(&sink_http_limit, LOG_LEVEL_WARN, "webhook: %d of "
+		    "%d deliveries failed (%d to retry, %d rejected); first: %s",
+		    nretry + nrej, call->n, nretry, nrej, first != NULL ? first :
+		    "?");
+	else {
 		log_debug("webhook: %d of %d delivered", nsent, call->n);
+		log_limit_end(&sink_http_limit, "webhook delivery");
+	}
 	call->done(call->msgs, call->n, call->arg);
 	free(call);
 }

@@ -14,6 +14,9 @@
 #      after the first (the backoff alone would be ~100 ms).
 #   5. an answer slower than webhook.timeout, then 200: the timeout is
 #      retried, the row ends 'sent' with attempts = 2.
+#   6. every delivery answered 503 until six rows are dead-lettered: one
+#      warning line for the outage, then "works again" with the count of
+#      the lines held back.
 # The secret never appears in outboxd's log.  Consumers are off (no AWS).
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
@@ -161,12 +164,44 @@ check "5: the timeout was logged as a retry" \
 	grep -Eq 'webhook: 1 of 1 deliveries failed \(1 to retry, 0 rejected\).*(timed out|Timeout)' "$OUTBOXD_LOG"
 
 # ---- over all -------------------------------------------------------------
-# one warning per failed publish call (500, 400, 429, timeout), no more
-check_eq "warnings 'webhook: N of M deliveries failed' in the log" 4 \
+# one warning per failed publish call that follows a delivery (500, 400,
+# timeout); the 429 came after the 400 with none between, within 10 s: held
+# back, and counted when the 200 after it came
+check_eq "warnings 'webhook: N of M deliveries failed' in the log" 3 \
 	"$(grep -c 'webhook: 1 of 1 deliveries failed' "$OUTBOXD_LOG" || true)"
+check "the 429's warning counted in 'works again'" \
+	grep -q 'msg="webhook delivery works again; 1 more failure line(s) were not logged"' "$OUTBOXD_LOG"
 check_eq "no request with a bad signature" 0 "$(jq -s 'map(select(.sig_ok | not)) | length' "$REC")"
 check_eq "outbox rows sent / failed / pending" "4/1/0" \
 	"$(sql "SELECT count(*) FILTER (WHERE status = 'sent') || '/' || count(*) FILTER (WHERE status = 'failed') || '/' || count(*) FILTER (WHERE status = 'pending') FROM outbox")"
+# ---- 6. an outage: a warning, not one per failed call ---------------------
+# Every delivery fails for a while (503): the warning is written once, the
+# failed calls after it within LOG_LIMIT_MS (10 s) only counted, and the
+# first delivery that works says how many were held back.
+before=$(grep -c 'deliveries failed' "$OUTBOXD_LOG" || true)
+n503=$(jq -s 'map(select(.status == 503)) | length' "$REC")
+script '[]' 503
+for i in 1 2 3 4 5 6; do
+	post_order "wh-outage-$i" 1
+	sleep 0.3
+done
+outage() { sql "SELECT count(*) FROM outbox o JOIN orders r ON r.id::text = o.ordering_key
+	WHERE r.customer_id LIKE 'wh-outage-%' AND o.status = '$1'"; }
+outage_over() { [ "$(outage failed)" = 6 ]; }
+wait_until 20 "the outage's rows dead-lettered (max_attempts 5)" outage_over || true
+check_eq "6: the outage's rows failed after max_attempts" 6 "$(outage failed)"
+calls=$(($(jq -s 'map(select(.status == 503)) | length' "$REC") - n503))
+lines=$(($(grep -c 'deliveries failed' "$OUTBOXD_LOG" || true) - before))
+say "6: $calls deliveries answered 503, $lines warning line(s)"
+check "6: every row tried 5 times ($calls deliveries answered 503)" [ "$calls" -ge 30 ]
+check_eq "6: one warning for the outage" 1 "$lines"
+script '[]' 200
+new_order wh-after-outage
+wait_until 15 "row $XID sent after the outage" row_is "$XID" sent || true
+check_eq "6: delivered after the outage" sent "$(row "$XID" status)"
+check "6: the end of the outage is logged with the lines held back" \
+	grep -Eq 'msg="webhook delivery works again; [0-9]+ more failure line\(s\) were not logged"' "$OUTBOXD_LOG"
+
 key=${SECRET#whsec_}
 if grep -qF -e "$key" "$OUTBOXD_LOG"; then
 	fail "the webhook secret appears in outboxd's log"
