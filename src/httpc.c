@@ -460,7 +460,9 @@ httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
 	 * before the caller's next work (an HTTP worker's 201), not a turn
 	 * of the loop later.  Not from inside a callback of ours, where
 	 * libcurl refuses a nested call.  The timer still runs this turn,
-	 * so a transfer that ended here is reported from the loop.
+	 * so a transfer that ended here is reported from the loop; running
+	 * it early is allowed (libcurl then arms it again even for the
+	 * same deadline: multi.c clears timer_lastcall on a timeout run).
 	 */
 	if (!hc->busy) {
 		int	running;
