@@ -30,6 +30,14 @@ static unsigned	 saved_write_errors;
 static const char *const log_names[] = { "debug", "info", "warn", "error" };
 static const char *const log_formats[] = { "logfmt", "json" };
 
+/* Bytes of the UTF-8 sequence a lead byte c starts (1: ASCII, or a byte
+ * that leads nothing). */
+static size_t
+log_utf8_need(unsigned char c)
+{
+	return c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+}
+
 /* Text just cut at byte n must not end inside a UTF-8 sequence (it would
  * be invalid: PostgreSQL rejects it, JSON readers fail on it): drop a last
  * sequence whose lead byte says it needs more bytes than are left. */
@@ -43,7 +51,7 @@ log_utf8_trim(char *s, size_t n)
 	    ((unsigned char)s[lead - 1] & 0xc0) == 0x80)
 		lead--;
 	if (lead > 0 && ((c = (unsigned char)s[lead - 1]) & 0xc0) == 0xc0 &&
-	    n - lead + 1 < (c >= 0xf0 ? 4u : c >= 0xe0 ? 3u : 2u))
+	    n - lead + 1 < log_utf8_need(c))
 		n = lead - 1;
 	s[n] = '\0';
 }
@@ -53,10 +61,8 @@ log_utf8_trim(char *s, size_t n)
 static size_t
 log_utf8_len(const char *s)
 {
-	unsigned char	c = (unsigned char)*s;
-	size_t		n, i;
+	size_t	n = log_utf8_need((unsigned char)*s), i;
 
-	n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
 	for (i = 1; i < n; i++)
 		if (((unsigned char)s[i] & 0xc0) != 0x80)
 			return i;
