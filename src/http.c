@@ -652,21 +652,27 @@ http_pgmsg(const char *msg, char *buf, size_t len)
 	return buf;
 }
 
-/* A failed statement's DETAIL and HINT (PQresultErrorField), on one line
- * each and cut at a character; NULL where the server sent none. */
+/* One of a failed statement's fields (PQresultErrorField) in buf, on one
+ * line and cut at a character; NULL if the server sent none, or only
+ * blanks (RAISE ... USING DETAIL = '' says nothing). */
+static const char *
+http_pgfield(const PGresult *res, int field, char *buf, size_t len)
+{
+	const char	*v = PQresultErrorField(res, field);
+
+	if (v == NULL || v[strspn(v, " \t\r\n")] == '\0')
+		return NULL;
+	return http_pgmsg(v, buf, len);
+}
+
+/* A failed statement's DETAIL and HINT; NULL where the server sent none. */
 static void
 http_pgwhy(struct http_pgwhy *why, const PGresult *res)
 {
-	const char	*v;
-
-	/* An empty DETAIL (RAISE ... USING DETAIL = '') says nothing. */
-	why->detail = why->hint = NULL;
-	if ((v = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)) != NULL &&
-	    v[strspn(v, " \t\r\n")] != '\0')
-		why->detail = http_pgmsg(v, why->dbuf, sizeof(why->dbuf));
-	if ((v = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)) != NULL &&
-	    v[strspn(v, " \t\r\n")] != '\0')
-		why->hint = http_pgmsg(v, why->hbuf, sizeof(why->hbuf));
+	why->detail = http_pgfield(res, PG_DIAG_MESSAGE_DETAIL, why->dbuf,
+	    sizeof(why->dbuf));
+	why->hint = http_pgfield(res, PG_DIAG_MESSAGE_HINT, why->hbuf,
+	    sizeof(why->hbuf));
 }
 
 static void
