@@ -61,6 +61,7 @@ struct consumer {
 	struct event_base	*base;
 	struct httpc		*hc;
 	struct event		*retry;		/* backoff before a receive */
+	struct event		*give_up;	/* stopping: the messages in hand */
 	struct consumer_batch	*batch;		/* messages in hand */
 	int			 receiving;	/* ReceiveMessage in flight */
 	int			 stopping;
@@ -393,14 +394,47 @@ consumer_next(struct consumer *c)
 	consumer_receive(c);
 }
 
+/*
+ * Stopping, and the messages in hand are still not written or deleted
+ * (DynamoDB or SQS hangs: each call may take CONSUMER_WRITE_TIMEOUT, as
+ * long as the default shutdown_timeout): end before the master's SIGKILL,
+ * so that the stop is clean and says why.  Nothing is lost: a message not
+ * deleted is delivered again after the visibility timeout, and one whose
+ * item was written then finds it (a duplicate delivery).
+ */
+static void
+consumer_give_up_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct consumer	*c = arg;
+
+	(void)fd;
+	(void)what;
+	if (c->batch == NULL) {		/* finished in the same turn */
+		event_base_loopbreak(c->base);
+		return;
+	}
+	log_warnx("stopping without finishing the %d message(s) in hand "
+	    "(%s unanswered after %ld ms): SQS delivers them again after "
+	    "the visibility timeout", c->batch->n, c->batch->pending > 0 ?
+	    "PutItem" : "DeleteMessageBatch", c->conf->shutdown_timeout / 2);
+	event_base_loopbreak(c->base);
+}
+
 static void
 consumer_on_stop(void *arg)
 {
 	struct consumer	*c = arg;
+	struct timeval	 tv;
+	long		 ms = c->conf->shutdown_timeout / 2;
 
 	c->stopping = 1;
 	if (c->batch != NULL) {
-		log_info("stopping after the %d messages in hand", c->batch->n);
+		/* Half of shutdown_timeout: the master kills at the whole. */
+		log_info("stopping after the %d messages in hand (up to %ld ms)",
+		    c->batch->n, ms);
+		tv.tv_sec = ms / 1000;
+		tv.tv_usec = (ms % 1000) * 1000;
+		evtimer_add(c->give_up, &tv);
 		return;
 	}
 	/*
@@ -435,6 +469,7 @@ consumer_main(struct conf *conf, int index)
 	}
 	if ((c.hc = httpc_new(c.base)) == NULL ||
 	    (c.retry = evtimer_new(c.base, consumer_retry_cb, &c)) == NULL ||
+	    (c.give_up = evtimer_new(c.base, consumer_give_up_cb, &c)) == NULL ||
 	    proc_worker_signals(c.base, consumer_on_stop, &c) == -1) {
 		log_error("consumer: cannot set up the event loop");
 		goto out;
@@ -459,6 +494,8 @@ out:
 		consumer_batch_free(c.batch);
 	if (c.retry != NULL)
 		event_free(c.retry);
+	if (c.give_up != NULL)
+		event_free(c.give_up);
 	event_base_free(c.base);
 	return (status);
 }

@@ -11,7 +11,10 @@
 #     is fulfilled, exactly once;
 # (c) SIGQUIT while an HTTP worker holds a request (the orders table is
 #     locked, so its INSERT waits): the master and every worker are gone at
-#     once (well under a second, although shutdown_timeout is 5 s), exit 0.
+#     once (well under a second, although shutdown_timeout is 5 s), exit 0;
+# (d) SIGTERM while DynamoDB does not answer the consumer's PutItem: the
+#     consumer gives up the messages in hand at half of shutdown_timeout, all
+#     exit 0 in time, and after a restart every order is fulfilled once.
 # The queue's visibility timeout is 5 s: a consumer stopped in a long poll
 # may leave a message invisible that long before the restart gets it.
 . "$(dirname "$0")/../lib/common.sh"
@@ -143,3 +146,54 @@ wait "$CURL" 2>/dev/null || true
 say "(c) the request in hand got: HTTP $(cat "$T_DIR/quit.code") $(head -c 120 "$T_DIR/quit.err")"
 check "(c) the request in hand was not answered 201 (an immediate stop does not finish work)" \
 	[ "$(cat "$T_DIR/quit.code")" != 201 ]
+
+# ---- (d) SIGTERM while DynamoDB does not answer ------------------------------------
+# A PutItem may take 10 s before it times out, as long as the default
+# shutdown_timeout.  The consumer gives up the messages in hand at half of
+# shutdown_timeout and exits 0 before the master's SIGKILL; SQS delivers them
+# again after the visibility timeout, and a restart with DynamoDB back
+# fulfils every order once.
+proc_stop "$T_DIR/locker.pid" 2	# (c)'s lock on the orders table
+unlocked() { ! locked; }
+wait_until 10 "the orders table unlocked" unlocked || die "(d) the orders table is still locked"
+proxy_start ddbfault fault-proxy.py --upstream "$DDB_ENDPOINT"
+DP=http://127.0.0.1:$PROXY_PORT
+curl -fsS -o /dev/null -X POST "$DP/__fault" --data-binary '{"mode":"delay","ms":20000,"actions":["PutItem"]}' ||
+	die "(d) could not set the DynamoDB proxy's delay"
+DDB_ENDPOINT=$DP OB_HTTP_WORKERS=1 OB_RELAY_WORKERS=1 OB_CONSUMER_WORKERS=1 OB_WAIT_TIME=1 \
+OB_SHUTDOWN_TIMEOUT=$SHUTDOWN_MS outbox_conf_write "$T_DIR/outbox-d.conf"
+outboxd_start "$T_DIR/outbox-d.conf" d
+M=$(proc_pid "$OUTBOXD_PIDFILE")
+wait_counts "$M" 10 1 1 1 || die "(d) workers did not all start: $(counts_now "$M")"
+: >"$T_DIR/d.ids"
+for i in 1 2 3; do
+	post_order "ddb-hangs-$i" "$i"
+	[ "$HTTP_STATUS" = 201 ] || die "(d) POST /orders answered $HTTP_STATUS"
+	jq -r .id <<<"$HTTP_BODY" >>"$T_DIR/d.ids"
+done
+puts_held() { [ "$(stat_of ddbfault '.stats.by_action.PutItem // 0')" -ge 1 ]; }
+check "(d) a PutItem of the consumer is held by the DynamoDB proxy" \
+	wait_until 15 "a PutItem at the proxy" puts_held
+t0=$(now_ms)
+kill -TERM "$M"
+wait_until $((SHUTDOWN_MS / 1000 + 5)) "outboxd to exit after SIGTERM" gone || true
+t_exit=$(($(now_ms) - t0))
+rc=0
+if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
+say "(d) SIGTERM with DynamoDB hanging: master gone after $t_exit ms, exit status $rc"
+check_eq "(d) exit status after SIGTERM" 0 "$rc"
+check "(d) exited within shutdown_timeout ($t_exit ms <= $SHUTDOWN_MS ms + 500 ms of polling)" \
+	[ "$t_exit" -le $((SHUTDOWN_MS + 500)) ]
+check_eq "(d) workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
+check_eq "(d) the consumer exited 0" 1 \
+	"$(grep -cE 'role=master .*msg="consumer 1 pid=[0-9]+ exited with status 0"' "$OUTBOXD_LOG" || true)"
+check "(d) the consumer said what it gave up, and when" \
+	grep -qE "role=consumer\.1 .*msg=\"stopping without finishing the [1-3] message\(s\) in hand \(PutItem unanswered after $((SHUTDOWN_MS / 2)) ms\): SQS delivers them again after the visibility timeout\"" "$OUTBOXD_LOG"
+curl -fsS -o /dev/null -X POST "$DP/__fault" --data-binary '{"mode":"pass"}' ||
+	die "(d) could not clear the DynamoDB proxy's delay"
+outboxd_start "$T_DIR/outbox-d.conf" d2
+wait_fulfilled "$T_DIR/d.ids" 30 || true
+for id in $(cat "$T_DIR/d.ids"); do
+	check_eq "(d) order $id: fulfillment items after the restart" 1 \
+		"$(ddb_scan_all "$DDB_ENDPOINT" "$DDB_TABLE" | jq --arg id "$id" '[.[] | select(.orderId.S == $id)] | length')"
+done
