@@ -364,7 +364,10 @@ log_limit_pass(struct log_limit *rl, char *suffix, size_t len)
 		return 0;
 	}
 	if (rl->suppressed > 0)
-		snprintf(suffix, len, " (repeated %u times)", rl->suppressed);
+		/* Not "repeated": the line names one message, the count is of
+		 * others like it. */
+		snprintf(suffix, len, " (%u more like it were not logged)",
+		    rl->suppressed);
 	rl->suppressed = 0;
 	rl->next = now + LOG_LIMIT_MS;
 	return 1;
@@ -374,7 +377,7 @@ void
 log_limited(struct log_limit *rl, int level, const char *fmt, ...)
 {
 	va_list	ap;
-	char	suffix[48];
+	char	suffix[64];
 
 	if (level < log_level || !log_limit_pass(rl, suffix, sizeof(suffix)))
 		return;
@@ -388,7 +391,7 @@ log_limited_kv(struct log_limit *rl, int level, const char *const *kv,
     const char *fmt, ...)
 {
 	va_list	ap;
-	char	suffix[48];
+	char	suffix[64];
 
 	if (level < log_level || !log_limit_pass(rl, suffix, sizeof(suffix)))
 		return;

@@ -193,8 +193,8 @@ void		 log_kv(int level, const char *const *kv, const char *, ...)
 /*
  * Repeats of one kind of line (a failing broker) rate-limited: the first
  * line is written, then at most one per LOG_LIMIT_MS; lines in between are
- * only counted, and the next line written ends "(repeated N times)", N
- * being the lines not written since the last one.  One static struct per
+ * only counted, and the next line written ends "(N more like it were not
+ * logged)", N being the lines not written since the last one.  One static struct per
  * call site, zero-initialised.
  */
 #define LOG_LIMIT_MS		10000
