@@ -413,10 +413,20 @@ consumer_give_up_cb(evutil_socket_t fd, short what, void *arg)
 		event_base_loopbreak(c->base);
 		return;
 	}
-	log_warnx("stopping without finishing the %d message(s) in hand "
-	    "(%s unanswered after %ld ms): SQS delivers them again after "
-	    "the visibility timeout", c->batch->n, c->batch->pending > 0 ?
-	    "PutItem" : "DeleteMessageBatch", c->conf->shutdown_timeout / 2);
+	/* None of the batch is deleted: all of it comes back, the items
+	 * written meanwhile as duplicate deliveries. */
+	if (c->batch->pending > 0)
+		log_warnx("stopping with %d PutItem(s) of the %d message(s) in "
+		    "hand unanswered %ld ms after the stop signal: SQS delivers "
+		    "the messages again after the visibility timeout",
+		    c->batch->pending, c->batch->n,
+		    c->conf->shutdown_timeout / 2);
+	else
+		log_warnx("stopping with the DeleteMessageBatch of the %d "
+		    "message(s) in hand unanswered %ld ms after the stop "
+		    "signal: SQS delivers them again after the visibility "
+		    "timeout (their items are written)", c->batch->n,
+		    c->conf->shutdown_timeout / 2);
 	event_base_loopbreak(c->base);
 }
 
@@ -430,8 +440,8 @@ consumer_on_stop(void *arg)
 	c->stopping = 1;
 	if (c->batch != NULL) {
 		/* Half of shutdown_timeout: the master kills at the whole. */
-		log_info("stopping after the %d messages in hand (up to %ld ms)",
-		    c->batch->n, ms);
+		log_info("stopping after the %d message(s) in hand (giving "
+		    "them up after %ld ms)", c->batch->n, ms);
 		tv.tv_sec = ms / 1000;
 		tv.tv_usec = (ms % 1000) * 1000;
 		evtimer_add(c->give_up, &tv);
