@@ -289,6 +289,7 @@ master_count_crash(struct master *m)
 
 static int	master_running(const struct master *);
 static void	master_finish(struct master *);
+static void	master_reload_request(struct master *);
 
 static void
 master_reaped(struct master *m, pid_t pid, int status)
@@ -556,7 +557,7 @@ master_reload_held(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (!m->stopping)
-		master_reload(m);
+		master_reload_request(m);	/* held long enough? */
 }
 
 /*
@@ -585,6 +586,12 @@ master_reload_request(struct master *m)
 	master_sd_notify("RELOADING=1");
 	log_info("reload held %lld ms: generation %d started %lld ms ago",
 	    wait, m->generation, MASTER_RELOAD_MIN - wait);
+	/*
+	 * libevent times the timer from the loop's cached clock, read before
+	 * this turn's callbacks; forking a generation in the same turn (slow
+	 * in a sanitizer build) would make it fire that much early.
+	 */
+	event_base_update_cache_time(m->base);
 	tv.tv_sec = wait / 1000;
 	tv.tv_usec = (wait % 1000) * 1000;
 	evtimer_add(m->reload_timer, &tv);
