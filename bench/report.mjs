@@ -137,10 +137,12 @@ const mem = (rs, phase) => {
 };
 {
   const i = mem(ob, "idle"), a = mem(ob, "after-b1"), ri = mem(ref, "idle"), gi = mem(gw, "idle");
-  const peerTxt = `reference ${num(ri.total)} (${ri.procs.length} procs); graphile-worker ${num(gi.total)}`;
+  // "–", not 0, for a peer that was not measured (--outboxd-only)
+  const mib = (m) => (m.procs.length ? num(m.total) : "–");
+  const peerTxt = `reference ${mib(ri)}${ri.procs.length ? ` (${ri.procs.length} procs)` : ""}; graphile-worker ${mib(gi)}`;
   row("B4 memory", `RSS MiB idle, default configuration: total (${i.procs.map(([p, v]) => `${p} ${num(v)}`).join(", ")})`, i.procs.length ? num(i.total) : "–", peerTxt, "", "≤ 40 MiB", i.procs.length ? i.total <= 40 : null, { key: "b4_idle_total_mib", value: i.total, peer_value: ri.total });
   row("B4 memory", "RSS MiB idle: largest worker", i.procs.length ? num(i.workerMax) : "–", "", "", "≤ 8 MiB", i.procs.length ? i.workerMax <= 8 : null, { key: "b4_idle_worker_max_mib", value: i.workerMax });
-  row("B4 memory", `RSS MiB after B1: total (${a.procs.map(([p, v]) => `${p} ${num(v)}`).join(", ")})`, a.procs.length ? num(a.total) : "–", `reference ${num(mem(ref, "after-b1").total)}; graphile-worker after drain ${num(mem(gw, "after-drain").total)}`, "", "(info)", null, { key: "b4_after_b1_total_mib", value: a.total });
+  row("B4 memory", `RSS MiB after B1: total (${a.procs.map(([p, v]) => `${p} ${num(v)}`).join(", ")})`, a.procs.length ? num(a.total) : "–", `reference ${mib(mem(ref, "after-b1"))}; graphile-worker after drain ${mib(mem(gw, "after-drain"))}`, "", "(info)", null, { key: "b4_after_b1_total_mib", value: a.total });
   const phases = [...new Set(sel(ob, { bench: "b4" }).map((r) => r.phase).filter((p) => p.startsWith("growth-")))].sort((x, y) => +x.split("-")[1] - +y.split("-")[1]);
   if (phases.length >= 3) {
     const first = mem(ob, phases[1]), last = mem(ob, phases[phases.length - 1]);
@@ -163,7 +165,7 @@ const out = [];
 out.push(`# outboxd bench — ${meta.date || "?"}`);
 out.push("");
 out.push(`commit \`${meta.commit || "?"}\`${meta.modified_files ? ` + ${meta.modified_files} modified tracked file(s) in the work tree` : ""}; ` +
-  `${meta.cpus || "?"} CPUs; load average at start ${meta.loadavg_start || "?"}, at end ${meta.loadavg_end || "?"}; ` +
+  `${meta.cpus || "?"} CPUs; kernel.sched_autogroup_enabled ${meta.sched_autogroup ?? "?"}; load average at start ${meta.loadavg_start || "?"}, at end ${meta.loadavg_end || "?"}; ` +
   `PostgreSQL ${meta.postgresql || "?"}; ${meta.reps || "?"} repetition(s)${meta.quick ? " (QUICK: not for reporting)" : ""}; ` +
   `figures are medians [min–max].`);
 let sec = "";

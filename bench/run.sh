@@ -121,7 +121,7 @@ if [ $PEERS = 1 ]; then
 fi
 
 
-# The load generators (wrk: B1, B4, the emulator ceilings) run in a session of their own, as
+# The load generators (wrk: B1, B4's growth runs, the emulator ceilings) run in a session of their own, as
 # the remote clients they stand for.  Debian's kernel shares CPU between sessions first
 # (kernel.sched_autogroup_enabled), then between the processes of a session: PostgreSQL and
 # the emulators are started with setsid (tests/lib/proc.sh, pg_ctl), but the server under
@@ -175,7 +175,8 @@ emu_nice() { # N: the emulators' CPU priority, of their session (autogroup) and 
   local f pid
   for f in "$STACK_DIR/sqs/fauxqs.pid" "$STACK_DIR/ddb/dynalite.pid"; do
     pid=$(awk '{print $1; exit}' "$f") || die "no emulator pid in $f"
-    renice -n "$1" -p "$pid" >/dev/null || die "renice $pid failed"
+    # every thread: renice -p of the pid reaches only the main one
+    for t in /proc/"$pid"/task/*; do renice -n "$1" -p "${t##*/}" >/dev/null || die "renice of thread ${t##*/} of $pid failed"; done
     [ ! -w "/proc/$pid/autogroup" ] || echo "$1" >"/proc/$pid/autogroup" || die "autogroup nice of $pid failed"
   done
 }
@@ -207,7 +208,8 @@ fi
 
 if want b1 || want ceiling; then
   for r in $(seq "$REPS"); do
-    say "outboxd: B1 ingest only, wake-up self/off/trigger, pgbench ceiling ($r/$REPS)"
+    if want ceiling; then say "outboxd: B1 ingest only, wake-up self/off/trigger, pgbench ceiling ($r/$REPS)"
+    else say "outboxd: B1 ingest only ($r/$REPS)"; fi
     # On and off back to back, off first in every other repetition: what drifts within a
     # repetition (a checkpoint, the machine) does not always fall on the same side.
     if want ceiling && [ $((r % 2)) = 0 ]; then
