@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <stdint.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include "outboxd.h"
@@ -29,4 +30,14 @@ clock_wall_us(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+struct timeval
+clock_tv(long ms)
+{
+	struct timeval	tv;
+
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	return tv;
 }

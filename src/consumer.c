@@ -125,8 +125,7 @@ consumer_receive_failed(struct consumer *c, const char *why)
 	} else
 		log_debug("ReceiveMessage failed again (%d): %s", c->fails,
 		    why);
-	tv.tv_sec = delay / 1000;
-	tv.tv_usec = (delay % 1000) * 1000;
+	tv = clock_tv(delay);
 	evtimer_add(c->retry, &tv);
 }
 
@@ -348,8 +347,7 @@ consumer_received(const struct aws_result *res, void *arg)
 	if (n == 0) {
 		/* Without a long poll an empty queue answers at once. */
 		if (c->conf->consumer.wait_time <= 0 && !c->stopping) {
-			tv.tv_sec = CONSUMER_SHORT_POLL / 1000;
-			tv.tv_usec = (CONSUMER_SHORT_POLL % 1000) * 1000;
+			tv = clock_tv(CONSUMER_SHORT_POLL);
 			evtimer_add(c->retry, &tv);
 		} else
 			consumer_next(c);
@@ -442,8 +440,7 @@ consumer_on_stop(void *arg)
 		/* Half of shutdown_timeout: the master kills at the whole. */
 		log_info("stopping after the %d message(s) in hand (giving "
 		    "them up after %ld ms)", c->batch->n, ms);
-		tv.tv_sec = ms / 1000;
-		tv.tv_usec = (ms % 1000) * 1000;
+		tv = clock_tv(ms);
 		evtimer_add(c->give_up, &tv);
 		return;
 	}

@@ -335,16 +335,6 @@ http_now(void)
 	return (time_t)(clock_mono_us() / 1000000);
 }
 
-static struct timeval
-http_tv(long ms)
-{
-	struct timeval	tv;
-
-	tv.tv_sec = ms / 1000;
-	tv.tv_usec = (ms % 1000) * 1000;
-	return tv;
-}
-
 /* ---- request metrics -------------------------------------------------- */
 
 static size_t
@@ -424,7 +414,7 @@ http_route(const char *path)
 static void
 http_maybe_exit(struct http_worker *w)
 {
-	struct timeval	tv = http_tv(HTTP_FLUSH_MS);
+	struct timeval	tv = clock_tv(HTTP_FLUSH_MS);
 
 	if (!w->stopping || !w->drained || w->inflight > 0)
 		return;
@@ -701,7 +691,7 @@ http_db_close(struct http_db *db)
 static void
 http_db_arm(struct http_db *db, long ms)
 {
-	struct timeval	tv = http_tv(ms);
+	struct timeval	tv = clock_tv(ms);
 
 	event_add(db->timer, &tv);
 }
@@ -1406,7 +1396,7 @@ http_notify_send(struct http_worker *w)
 {
 	struct http_db	*db, *best = NULL;
 	struct http_job	*job;
-	struct timeval	 tv = http_tv(HTTP_NOTIFY_MS);
+	struct timeval	 tv = clock_tv(HTTP_NOTIFY_MS);
 	int		 i;
 
 	w->notify_dirty = 0;
@@ -1432,7 +1422,7 @@ http_notify_send(struct http_worker *w)
 static int
 http_window_open(struct http_worker *w)
 {
-	struct timeval	tv = http_tv(HTTP_NOTIFY_MS);
+	struct timeval	tv = clock_tv(HTTP_NOTIFY_MS);
 
 	if (event_pending(w->notify_ev, EV_TIMEOUT, NULL))
 		return 0;
@@ -1815,7 +1805,7 @@ http_conn_refuse(struct http_conn *c, int status, const char *reason,
 {
 	struct evbuffer	*in = bufferevent_get_input(c->bev);
 	struct evbuffer	*out = bufferevent_get_output(c->bev);
-	struct timeval	 tv = http_tv(HTTP_LINGER_MS);
+	struct timeval	 tv = clock_tv(HTTP_LINGER_MS);
 	char		*body;
 
 	log_debug("refused a request: %s", code);
@@ -2094,7 +2084,7 @@ http_on_stop(void *arg)
 	 * (answered with "Connection: close") before leaving.
 	 */
 	{
-		struct timeval	tv = http_tv(HTTP_DRAIN_MS);
+		struct timeval	tv = clock_tv(HTTP_DRAIN_MS);
 
 		w->drain_ev = evtimer_new(w->base, http_drained, w);
 		if (w->drain_ev == NULL || evtimer_add(w->drain_ev, &tv) == -1)

@@ -170,8 +170,7 @@ httpc_timer_fn(CURLM *multi, long timeout, void *arg)
 		return (0);
 	}
 	/* 0 means "now": still from the loop, never from our caller. */
-	tv.tv_sec = timeout / 1000;
-	tv.tv_usec = (timeout % 1000) * 1000;
+	tv = clock_tv(timeout);
 	if (evtimer_add(hc->timer, &tv) == -1) {
 		log_warnx("httpc: cannot arm timer");
 		return (-1);

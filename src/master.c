@@ -259,8 +259,7 @@ master_schedule(struct master *m, struct slot *s)
 	/* Jitter (+-25%) keeps workers that died together from coming
 	 * back in lockstep. */
 	d += (random() % (d / 2 + 1)) - d / 4;
-	tv.tv_sec = d / 1000;
-	tv.tv_usec = (d % 1000) * 1000;
+	tv = clock_tv(d);
 	if (s->respawn == NULL)
 		s->respawn = evtimer_new(m->base, master_respawn, s);
 	evtimer_add(s->respawn, &tv);
@@ -592,8 +591,7 @@ master_reload_request(struct master *m)
 	 * in a sanitizer build) would make it fire that much early.
 	 */
 	event_base_update_cache_time(m->base);
-	tv.tv_sec = wait / 1000;
-	tv.tv_usec = (wait % 1000) * 1000;
+	tv = clock_tv(wait);
 	evtimer_add(m->reload_timer, &tv);
 }
 
@@ -621,8 +619,7 @@ master_on_signal(evutil_socket_t sig, short what, void *arg)
 		master_sd_notify("STOPPING=1");
 		m->stopping = 1;
 		master_drain(m, 0);
-		tv.tv_sec = m->conf->shutdown_timeout / 1000;
-		tv.tv_usec = (m->conf->shutdown_timeout % 1000) * 1000;
+		tv = clock_tv(m->conf->shutdown_timeout);
 		m->stop_timer = evtimer_new(m->base, master_stop_timeout, m);
 		evtimer_add(m->stop_timer, &tv);
 		break;

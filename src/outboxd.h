@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdarg.h>
 #include <sys/types.h>
+#include <sys/time.h>
 
 struct event_base;
 struct cJSON;
@@ -147,6 +148,9 @@ long		 conf_sink_timeout(const struct conf *);
 /* ---- clock.c: microseconds, monotonic for durations, wall for instants  */
 int64_t		 clock_mono_us(void);	/* CLOCK_MONOTONIC */
 int64_t		 clock_wall_us(void);	/* CLOCK_REALTIME, since the epoch */
+/* A duration of ms milliseconds (>= 0) as a struct timeval, for libevent's
+ * timers. */
+struct timeval	 clock_tv(long ms);
 
 /* ---- log.c: one line per event, logfmt, with role and pid ------------- */
 
@@ -194,8 +198,8 @@ void		 log_kv(int level, const char *const *kv, const char *, ...)
  * Repeats of one kind of line (a failing broker) rate-limited: the first
  * line is written, then at most one per LOG_LIMIT_MS; lines in between are
  * only counted, and the next line written ends "(N more like it were not
- * logged)", N being the lines not written since the last one.  One static struct per
- * call site, zero-initialised.
+ * logged)", N being the lines not written since the last one.  One static
+ * struct per call site, zero-initialised.
  */
 #define LOG_LIMIT_MS		10000
 struct log_limit {

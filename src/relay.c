@@ -1207,8 +1207,7 @@ relay_on_reconnect(evutil_socket_t fd, short what, void *arg)
 	if (r->reconnect_fails++ % 10 == 0)
 		log_warnx("PostgreSQL unreachable (attempt %d, next in %ld "
 		    "ms): %s", r->reconnect_fails, r->reconnect_delay, err);
-	tv.tv_sec = r->reconnect_delay / 1000;
-	tv.tv_usec = (r->reconnect_delay % 1000) * 1000;
+	tv = clock_tv(r->reconnect_delay);
 	evtimer_add(r->reconnect_ev, &tv);
 	r->reconnect_delay *= 2;
 	/* Never wait longer than a poll would: rows written once the
@@ -1242,8 +1241,7 @@ relay_disconnect(struct relay *r, const char *why)
 	r->busy_res = NULL;
 	r->marking = 0;
 	relay_handoff_gate(r);
-	tv.tv_sec = r->reconnect_delay / 1000;
-	tv.tv_usec = (r->reconnect_delay % 1000) * 1000;
+	tv = clock_tv(r->reconnect_delay);
 	evtimer_add(r->reconnect_ev, &tv);
 }
 
@@ -1308,8 +1306,7 @@ relay_main(struct conf *conf, int index)
 	r.reconnect_ev = evtimer_new(r.base, relay_on_reconnect, &r);
 	r.record_ev = evtimer_new(r.base, relay_on_record, &r);
 	r.poll_ev = event_new(r.base, -1, EV_PERSIST, relay_on_poll, &r);
-	tv.tv_sec = conf->relay.poll_interval / 1000;
-	tv.tv_usec = (conf->relay.poll_interval % 1000) * 1000;
+	tv = clock_tv(conf->relay.poll_interval);
 	if (r.reconnect_ev == NULL || r.record_ev == NULL || r.poll_ev == NULL ||
 	    event_add(r.poll_ev, &tv) == -1)
 		fatalx("event_add");
