@@ -121,13 +121,13 @@ if [ $PEERS = 1 ]; then
 fi
 
 
-# The load generators (wrk: B1, B4's growth runs, the emulator ceilings) run in a session of their own, as
-# the remote clients they stand for.  Debian's kernel shares CPU between sessions first
-# (kernel.sched_autogroup_enabled), then between the processes of a session: PostgreSQL and
-# the emulators are started with setsid (tests/lib/proc.sh, pg_ctl), but the server under
-# test (outboxd or the reference, started from here) shared its session with wrk, whose two
-# threads then took half of that server's share.  The shim applies to every implementation,
-# the peers' scripts included, since they call wrk by name.
+# The load generators (wrk: B1, B4's growth runs, the emulator ceilings) run in a session
+# of their own, as the remote clients they stand for.  Debian's kernel shares CPU between
+# sessions first (kernel.sched_autogroup_enabled), then between the processes of a session:
+# PostgreSQL and the emulators are started with setsid (tests/lib/proc.sh, pg_ctl), but the
+# server under test (outboxd or the reference, started from here) shared its session with
+# wrk, whose two threads then took half of that server's share.  The shim applies to every
+# implementation, the peers' scripts included, since they call wrk by name.
 mkdir -p "$SCRATCH/bin"
 printf '#!/bin/sh\n# bench/run.sh: wrk in a session of its own\nexec setsid -w %s "$@"\n' "$(command -v wrk)" >"$SCRATCH/bin/wrk"
 chmod 0755 "$SCRATCH/bin/wrk"
