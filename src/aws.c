@@ -21,9 +21,22 @@
 struct aws_ctx {
 	aws_cb		*cb;
 	void		*arg;
+	void		(*arg_free)(void *);	/* arg, on an abort */
 	enum aws_service svc;
 	char		 action[64];
 };
+
+/* httpc_free() aborted the call: cb never runs, so the caller's arg is
+ * freed here, with the call's own state. */
+static void
+aws_abort(void *arg)
+{
+	struct aws_ctx	*ctx = arg;
+
+	if (ctx->arg_free != NULL)
+		ctx->arg_free(ctx->arg);
+	free(ctx);
+}
 
 static const char *
 aws_service_name(enum aws_service svc)
@@ -114,7 +127,7 @@ out:
 int
 aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
     const char *action, const char *body, size_t body_len, long timeout,
-    aws_cb *cb, void *arg)
+    aws_cb *cb, void *arg, void (*arg_free)(void *))
 {
 	struct httpc_request	 r;
 	struct curl_slist	*h = NULL;
@@ -171,6 +184,7 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 	}
 	ctx->cb = cb;
 	ctx->arg = arg;
+	ctx->arg_free = arg_free;
 	ctx->svc = svc;
 	snprintf(ctx->action, sizeof ctx->action, "%s", action);
 
@@ -183,7 +197,7 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 	r.username = conf->aws.access_key_id;
 	r.password = conf->aws.secret_access_key;
 	r.timeout = timeout;
-	r.arg_free = free;		/* an aborted call's ctx */
+	r.arg_free = aws_abort;
 	if (httpc_post(hc, &r, aws_done, ctx) == -1) {
 		log_warnx("%s %s: request not started", aws_service_name(svc),
 		    action);

@@ -201,7 +201,7 @@ consumer_delete(struct consumer_batch *b)
 		goto end;
 	}
 	if (aws_call(c->hc, c->conf, AWS_SQS, "DeleteMessageBatch", body, len,
-	    CONSUMER_WRITE_TIMEOUT, consumer_deleted, b) == -1) {
+	    CONSUMER_WRITE_TIMEOUT, consumer_deleted, b, NULL) == -1) {
 		log_warnx("DeleteMessageBatch of %d messages not started; "
 		    "they will be delivered again", n);
 		free(body);
@@ -303,7 +303,7 @@ consumer_process(struct consumer *c, struct sqs_message *msgs, int n)
 			continue;
 		}
 		if (aws_call(c->hc, c->conf, AWS_DYNAMODB, "PutItem", body, len,
-		    CONSUMER_WRITE_TIMEOUT, consumer_put_done, job) == -1) {
+		    CONSUMER_WRITE_TIMEOUT, consumer_put_done, job, NULL) == -1) {
 			metrics_consumer(METRICS_CONSUMER_ERROR);
 			log_kv(LOG_LEVEL_WARN, (const char *[]){ "order_id",
 			    job->order_id, NULL }, "PutItem not started, "
@@ -372,7 +372,7 @@ consumer_receive(struct consumer *c)
 	}
 	timeout = c->conf->consumer.wait_time * 1000L + CONSUMER_POLL_MARGIN;
 	if (aws_call(c->hc, c->conf, AWS_SQS, "ReceiveMessage", body, len,
-	    timeout, consumer_received, c) == -1) {
+	    timeout, consumer_received, c, NULL) == -1) {
 		free(body);
 		consumer_receive_failed(c, "request not started");
 		return;

@@ -127,7 +127,7 @@ ctl_call_run(struct conf *conf, enum aws_service svc, const char *action,
 		goto out;
 	}
 	if (aws_call(hc, conf, svc, action, body, len, CTL_TIMEOUT,
-	    ctl_reply, call) == -1) {
+	    ctl_reply, call, NULL) == -1) {
 		fprintf(stderr, "outboxctl: %s request not started\n", action);
 		goto out;
 	}

@@ -345,12 +345,15 @@ typedef void	 aws_cb(const struct aws_result *, void *arg);
  * Call ACTION (e.g. "SendMessageBatch", "PutItem") of service with the JSON
  * request body, signed with SigV4 for conf->aws.region (AWS Signature
  * Version 4; JSON 1.0 protocol: X-Amz-Target + application/x-amz-json-1.0;
- * X-Amz-Security-Token when a session token is set).  cb runs once, later.
- * Returns -1 (cb never runs) if the request could not be started.
+ * X-Amz-Security-Token when a session token is set).  timeout in ms.  cb
+ * runs once, later; if httpc_free() aborts the call first, cb never runs
+ * and arg_free (unless NULL) is called with arg instead.  Returns -1 (cb
+ * never runs, arg is the caller's) if the request could not be started.
  */
 int		 aws_call(struct httpc *, const struct conf *, enum aws_service,
 		    const char *action, const char *body, size_t body_len,
-		    long timeout, aws_cb *cb, void *arg);
+		    long timeout, aws_cb *cb, void *arg,
+		    void (*arg_free)(void *));
 
 /* ---- sqs.c: SQS JSON request bodies and replies (no I/O) -------------- */
 
@@ -461,7 +464,9 @@ struct outbox_msg {
 };
 
 /* Runs once per publish call, from the event loop, with every message's
- * outcome filled in. */
+ * outcome filled in; never if httpc_free() aborts the call first (a relay
+ * giving up at a stop), when the sink frees its own state and the msgs
+ * stay the caller's. */
 typedef void	 sink_done_cb(struct outbox_msg *msgs, int n, void *arg);
 
 /*

@@ -119,6 +119,7 @@ struct relay {
 	struct event		*conn_ev;	/* readable: notifications */
 	struct event		*poll_ev;	/* poll_interval safety net */
 	struct event		*reconnect_ev;
+	struct event		*give_up;	/* stopping: rows at the sink */
 	struct event		*handoff_ev;	/* relay 1: rows handed over */
 	struct retention	*retention;	/* relay 1: old sent rows */
 	const struct sink	*sink;
@@ -1255,6 +1256,44 @@ relay_url_origin_len(const char *url)
 	return (int)(p - url + strcspn(p, "/?#"));
 }
 
+/* Rows of the chunks at the sink. */
+static int
+relay_at_sink_rows(const struct relay *r)
+{
+	const struct relay_chunk	*ch;
+	int				 n = 0;
+
+	TAILQ_FOREACH(ch, &r->at_sinkq, entry)
+		n += ch->n;
+	return n;
+}
+
+/*
+ * Stopping, and the sink still has not answered for rows it was given
+ * (SQS or the webhook receiver hangs: a request may take relay.timeout,
+ * as long as the default shutdown_timeout): end before the master's
+ * SIGKILL, so that the stop is clean and says why.  Nothing is lost: the
+ * rows stay claimed and are published again when their lease ends; if the
+ * broker took them meanwhile, that is a duplicate (at-least-once).  Rows
+ * the sink did answer for are marked after the loop, as at any stop.
+ */
+static void
+relay_give_up_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct relay	*r = arg;
+
+	(void)fd;
+	(void)what;
+	if (r->at_sink == 0)
+		return;		/* only a statement left: relay_maybe_done() */
+	log_warnx("stopping with %d row(s) given to %s still unanswered %ld "
+	    "ms after the stop signal: they are published again when their "
+	    "lease ends (relay.lease %ld ms)", relay_at_sink_rows(r),
+	    r->conf->relay.sink == CONF_SINK_SQS ? "SQS (SendMessageBatch)" :
+	    "the webhook", r->conf->shutdown_timeout / 2, r->conf->relay.lease);
+	event_base_loopbreak(r->base);
+}
+
 static void
 relay_stop(void *arg)
 {
@@ -1270,6 +1309,16 @@ relay_stop(void *arg)
 	 * relay.  A statement in flight is answered first (relay_on_conn). */
 	relay_pump(r);
 	relay_maybe_done(r);
+	if (r->at_sink > 0) {
+		struct timeval	tv;
+		long		ms = r->conf->shutdown_timeout / 2;
+
+		/* Half of shutdown_timeout: the master kills at the whole. */
+		log_info("stopping after the %d row(s) at the sink (giving "
+		    "them up after %ld ms)", relay_at_sink_rows(r), ms);
+		tv = clock_tv(ms);
+		evtimer_add(r->give_up, &tv);
+	}
 }
 
 int
@@ -1305,9 +1354,11 @@ relay_main(struct conf *conf, int index)
 	}
 	r.reconnect_ev = evtimer_new(r.base, relay_on_reconnect, &r);
 	r.record_ev = evtimer_new(r.base, relay_on_record, &r);
+	r.give_up = evtimer_new(r.base, relay_give_up_cb, &r);
 	r.poll_ev = event_new(r.base, -1, EV_PERSIST, relay_on_poll, &r);
 	tv = clock_tv(conf->relay.poll_interval);
-	if (r.reconnect_ev == NULL || r.record_ev == NULL || r.poll_ev == NULL ||
+	if (r.reconnect_ev == NULL || r.record_ev == NULL ||
+	    r.give_up == NULL || r.poll_ev == NULL ||
 	    event_add(r.poll_ev, &tv) == -1)
 		fatalx("event_add");
 	if (index == 1 && handoff_fd() != -1 && (r.handoff_ev =
@@ -1345,9 +1396,16 @@ relay_main(struct conf *conf, int index)
 	event_free(r.poll_ev);
 	event_free(r.reconnect_ev);
 	event_free(r.record_ev);
+	event_free(r.give_up);
 	free(r.sent);
 	retention_free(r.retention);
+	/* Aborts the requests of a give-up (no callback runs); their
+	 * chunks' rows are left to the lease. */
 	httpc_free(r.httpc);
+	while ((ch = TAILQ_FIRST(&r.at_sinkq)) != NULL) {
+		TAILQ_REMOVE(&r.at_sinkq, ch, entry);
+		relay_chunk_free(ch);
+	}
 	event_base_free(r.base);
 	log_info("stopped");
 	return 0;

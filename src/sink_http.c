@@ -263,6 +263,18 @@ sink_http_reply(const struct httpc_response *resp, void *arg)
 		sink_http_finish(call);
 }
 
+/* httpc_free() aborted a delivery (the relay gave up at a stop): the
+ * relay's callback never runs; the last one frees the call.  The
+ * messages are the relay's. */
+static void
+sink_http_abort(void *arg)
+{
+	struct sink_http_one	*one = arg;
+
+	if (--one->call->pending == 0)
+		free(one->call);
+}
+
 /* Start the delivery of msgs[i]; -1 (with m->error set) if it cannot. */
 static int
 sink_http_start(struct httpc *hc, const struct conf *conf,
@@ -312,6 +324,7 @@ sink_http_start(struct httpc *hc, const struct conf *conf,
 	req.body_len = len;
 	req.timeout = conf->webhook.timeout > 0 ? conf->webhook.timeout :
 	    WEBHOOK_DEFAULT_TIMEOUT;
+	req.arg_free = sink_http_abort;
 	call->one[i].call = call;
 	call->one[i].i = i;
 	if (httpc_post(hc, &req, sink_http_reply, &call->one[i]) == -1) {

@@ -119,7 +119,7 @@ sink_sqs_publish(struct httpc *hc, const struct conf *conf,
 	timeout = conf->relay.timeout > 0 ? conf->relay.timeout :
 	    SINK_DEFAULT_TIMEOUT;
 	if (aws_call(hc, conf, AWS_SQS, "SendMessageBatch", body, len, timeout,
-	    sink_sqs_reply, call) == -1) {
+	    sink_sqs_reply, call, free) == -1) {
 		free(body);
 		free(call);
 		return (-1);

@@ -14,7 +14,11 @@
 #     once (well under a second, although shutdown_timeout is 5 s), exit 0;
 # (d) SIGTERM while DynamoDB does not answer the consumer's PutItem: the
 #     consumer gives up the messages in hand at half of shutdown_timeout, all
-#     exit 0 in time, and after a restart every order is fulfilled once.
+#     exit 0 in time, and after a restart every order is fulfilled once;
+# (e) SIGTERM while SQS does not answer the relay's SendMessageBatch: the
+#     relay gives up the rows at the sink at half of shutdown_timeout, all
+#     exit 0 in time, and after a restart (once their lease has ended) every
+#     order is published and fulfilled once.
 # The queue's visibility timeout is 5 s: a consumer stopped in a long poll
 # may leave a message invisible that long before the restart gets it.
 . "$(dirname "$0")/../lib/common.sh"
@@ -195,5 +199,60 @@ outboxd_start "$T_DIR/outbox-d.conf" d2
 wait_fulfilled "$T_DIR/d.ids" 30 || true
 for id in $(cat "$T_DIR/d.ids"); do
 	check_eq "(d) order $id: fulfillment items after the restart" 1 \
+		"$(ddb_scan_all "$DDB_ENDPOINT" "$DDB_TABLE" | jq --arg id "$id" '[.[] | select(.orderId.S == $id)] | length')"
+done
+
+# ---- (e) SIGTERM while SQS does not answer the relay ------------------------------
+# A SendMessageBatch may take relay.timeout (10 s by default) before it times
+# out, as long as the default shutdown_timeout.  The relay gives up the rows
+# at the sink at half of shutdown_timeout and exits 0 before the master's
+# SIGKILL; the rows stay claimed, and once their lease ends the restarted
+# relay publishes them.  relay.timeout 6000 outlasts the give-up (2.5 s after
+# the SIGTERM); the lease must be at least twice the timeout.
+outboxd_stop
+proxy_start sqsfault fault-proxy.py --upstream "$SQS_ENDPOINT"
+SP=http://127.0.0.1:$PROXY_PORT
+curl -fsS -o /dev/null -X POST "$SP/__fault" --data-binary '{"mode":"delay","ms":20000,"actions":["SendMessageBatch"]}' ||
+	die "(e) could not set the SQS proxy's delay"
+SQS_ENDPOINT=$SP OB_HTTP_WORKERS=1 OB_RELAY_WORKERS=1 OB_CONSUMER_WORKERS=1 OB_WAIT_TIME=1 \
+OB_SHUTDOWN_TIMEOUT=$SHUTDOWN_MS OB_EXTRA_RELAY="timeout = 6000
+	lease = 12000" outbox_conf_write "$T_DIR/outbox-e.conf"
+outboxd_start "$T_DIR/outbox-e.conf" e
+M=$(proc_pid "$OUTBOXD_PIDFILE")
+wait_counts "$M" 10 1 1 1 || die "(e) workers did not all start: $(counts_now "$M")"
+: >"$T_DIR/e.ids"
+for i in 1 2 3; do
+	post_order "sqs-hangs-$i" "$i"
+	[ "$HTTP_STATUS" = 201 ] || die "(e) POST /orders answered $HTTP_STATUS"
+	jq -r .id <<<"$HTTP_BODY" >>"$T_DIR/e.ids"
+done
+sends_held() { [ "$(stat_of sqsfault '.stats.by_action.SendMessageBatch // 0')" -ge 1 ]; }
+check "(e) a SendMessageBatch of the relay is held by the SQS proxy" \
+	wait_until 5 "a SendMessageBatch at the proxy" sends_held
+t0=$(now_ms)
+kill -TERM "$M"
+wait_until $((SHUTDOWN_MS / 1000 + 5)) "outboxd to exit after SIGTERM" gone || true
+t_exit=$(($(now_ms) - t0))
+rc=0
+if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
+say "(e) SIGTERM with SQS hanging: master gone after $t_exit ms, exit status $rc"
+check_eq "(e) exit status after SIGTERM" 0 "$rc"
+check "(e) exited before shutdown_timeout, when the master would kill ($t_exit ms < $SHUTDOWN_MS ms)" \
+	[ "$t_exit" -lt "$SHUTDOWN_MS" ]
+check_eq "(e) workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
+check_eq "(e) the relay exited 0" 1 \
+	"$(grep -cE 'role=master .*msg="relay 1 pid=[0-9]+ exited with status 0"' "$OUTBOXD_LOG" || true)"
+check "(e) the relay said what it gave up, and when" \
+	grep -qE "role=relay\.1 .*msg=\"stopping with [1-3] row\(s\) given to SQS \(SendMessageBatch\) still unanswered $((SHUTDOWN_MS / 2)) ms after the stop signal: they are published again when their lease ends \(relay.lease 12000 ms\)\"" "$OUTBOXD_LOG"
+check_eq "(e) rows marked sent by the stopped relay" 0 \
+	"$(sql "SELECT count(*) FROM outbox o JOIN orders r ON o.payload->>'orderId' = r.id::text WHERE r.customer_id LIKE 'sqs-hangs-%' AND o.status = 'sent'")"
+curl -fsS -o /dev/null -X POST "$SP/__fault" --data-binary '{"mode":"pass"}' ||
+	die "(e) could not clear the SQS proxy's delay"
+t0=$(now_ms)
+outboxd_start "$T_DIR/outbox-e.conf" e2
+wait_fulfilled "$T_DIR/e.ids" 40 || true
+say "(e) restart: the given-up orders fulfilled after $(($(now_ms) - t0)) ms (their lease is 12 s)"
+for id in $(cat "$T_DIR/e.ids"); do
+	check_eq "(e) order $id: fulfillment items after the restart" 1 \
 		"$(ddb_scan_all "$DDB_ENDPOINT" "$DDB_TABLE" | jq --arg id "$id" '[.[] | select(.orderId.S == $id)] | length')"
 done

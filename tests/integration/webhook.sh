@@ -17,6 +17,10 @@
 #   6. every delivery answered 503 until six rows are dead-lettered: one
 #      warning line for the outage, then "works again" with the count of
 #      the lines held back.
+#   7. SIGTERM while the receiver holds three deliveries longer than half
+#      of shutdown_timeout: the relay gives them up then, says so, exits 0
+#      before the master's SIGKILL; after a restart, once their lease has
+#      ended, the three rows are delivered again and marked sent.
 # The secret never appears in outboxd's log.  Consumers are off (no AWS).
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
@@ -209,3 +213,45 @@ else
 	pass "the webhook secret is not in outboxd's log"
 fi
 echo "TIMING webhook retry_after_500_ms=$gap500 retry_after_429_ra1_ms=$gap429"
+
+# ---- 7. a stop while the receiver does not answer -----------------------------
+# A delivery may take webhook.timeout (10 s by default) before it times out,
+# as long as the default shutdown_timeout.  Here shutdown_timeout is 2000:
+# the relay gives up at 1000 ms, before the deliveries' own timeout (3000);
+# the lease must be at least twice that timeout.
+outboxd_stop
+sed -e 's/^shutdown_timeout = .*/shutdown_timeout = 2000/' \
+	-e "s/^\ttimeout = $HOOK_TIMEOUT\$/\ttimeout = 3000/" \
+	-e 's/^\tmax_attempts = 5$/\tmax_attempts = 5\n\tlease = 6000/' \
+	"$T_DIR/outbox.conf" >"$T_DIR/outbox-stop.conf"
+outboxd_start "$T_DIR/outbox-stop.conf" stop
+M=$(proc_pid "$OUTBOXD_PIDFILE")
+script '[]' '{"status": 204, "delay_ms": 20000}'
+before=$(wc -l <"$REC")
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+	SELECT 'order.created', 'stop' || i, json_build_object('n', i) FROM generate_series(1, 3) i"
+arrived() { [ "$(wc -l <"$REC")" -ge $((before + 3)) ]; }
+check "7: the 3 rows' deliveries reached the receiver" wait_until 10 "3 deliveries" arrived
+gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
+t0=$(now_ms)
+kill -TERM "$M"
+wait_until 6 "outboxd to exit after SIGTERM" gone || true
+t_exit=$(($(now_ms) - t0))
+rc=0
+if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
+say "7: SIGTERM with the receiver hanging: master gone after $t_exit ms, exit status $rc"
+check_eq "7: exit status after SIGTERM" 0 "$rc"
+check "7: exited before shutdown_timeout, when the master would kill ($t_exit ms < 2000 ms)" [ "$t_exit" -lt 2000 ]
+check_eq "7: workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
+check_eq "7: the relay exited 0" 1 \
+	"$(grep -cE 'role=master .*msg="relay 1 pid=[0-9]+ exited with status 0"' "$OUTBOXD_LOG" || true)"
+check "7: the relay said what it gave up, and when" \
+	grep -qE 'role=relay\.1 .*msg="stopping with 3 row\(s\) given to the webhook still unanswered 1000 ms after the stop signal: they are published again when their lease ends \(relay.lease 6000 ms\)"' "$OUTBOXD_LOG"
+script '[]' 204
+outboxd_start "$T_DIR/outbox-stop.conf" stop2
+stop_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE ordering_key LIKE 'stop%' AND status = 'sent'")" = 3 ]; }
+wait_until 20 "the 3 given-up rows sent after their lease" stop_sent || true
+check_eq "7: given-up rows sent after the restart" 3 \
+	"$(sql "SELECT count(*) FROM outbox WHERE ordering_key LIKE 'stop%' AND status = 'sent'")"
+check_eq "7: deliveries of them (the given-up one, then the one after the lease)" 6 \
+	"$(( $(wc -l <"$REC") - before ))"

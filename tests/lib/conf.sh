@@ -10,6 +10,7 @@
 #	  OB_BATCH_SIZE OB_POLL_INTERVAL OB_CONSUMER_WORKERS OB_WAIT_TIME
 #	  OB_SHUTDOWN_TIMEOUT OB_TABLE
 #	  OB_EXTRA_TOP (raw lines added at top level)
+#	  OB_EXTRA_RELAY (raw lines added to the relay section)
 outbox_conf_write() {
 	local file=${1:?outbox_conf_write FILE}
 	: "${DATABASE_URL:?}" "${HTTP_PORT:?}" "${QUEUE_URL:?}" "${SQS_ENDPOINT:?}" "${DDB_ENDPOINT:?}"
@@ -32,6 +33,7 @@ relay {
 	workers = ${OB_RELAY_WORKERS:-2}
 	batch_size = ${OB_BATCH_SIZE:-10}
 	poll_interval = ${OB_POLL_INTERVAL:-1000}
+	${OB_EXTRA_RELAY:-}
 }
 
 consumer {
