@@ -26,6 +26,7 @@ static int	 log_format = LOG_FORMAT_LOGFMT;
 static int	 log_fd = STDERR_FILENO;
 static char	*log_path;		/* NULL = stderr */
 static unsigned	 saved_write_errors;
+static struct log_limit *log_limits;	/* that held lines back */
 
 static const char *const log_names[] = { "debug", "info", "warn", "error" };
 static const char *const log_formats[] = { "logfmt", "json" };
@@ -361,6 +362,11 @@ log_limit_pass(struct log_limit *rl, char *suffix, size_t len)
 	suffix[0] = '\0';
 	if (rl->next != 0 && now < rl->next) {
 		rl->suppressed++;
+		if (!rl->listed) {
+			rl->listed = 1;
+			rl->list_next = log_limits;
+			log_limits = rl;
+		}
 		return 0;
 	}
 	if (rl->suppressed > 0)
@@ -414,6 +420,23 @@ log_limit_end(struct log_limit *rl, const char *what)
 		log_info("%s works again", what);
 	rl->next = 0;
 	rl->suppressed = 0;
+}
+
+void
+log_limit_flush(void)
+{
+	struct log_limit	*rl;
+	unsigned		 n = 0;
+
+	for (rl = log_limits; rl != NULL; rl = rl->list_next) {
+		n += rl->suppressed;
+		rl->suppressed = 0;
+		rl->listed = 0;
+	}
+	log_limits = NULL;
+	if (n > 0)
+		log_info("exiting with %u rate-limited line(s) not logged "
+		    "since the last one of their kind", n);
 }
 
 #define LOG_FUNC(name, level, with_errno)				\

@@ -198,13 +198,16 @@ void		 log_kv(int level, const char *const *kv, const char *, ...)
  * Repeats of one kind of line (a failing broker) rate-limited: the first
  * line is written, then at most one per LOG_LIMIT_MS; lines in between are
  * only counted, and the next line written ends "(N more like it were not
- * logged)", N being the lines not written since the last one.  One static
- * struct per call site, zero-initialised.
+ * logged)", N being the lines not written since the last one.  One
+ * struct per call site (or per worker state), zero-initialised, that lives
+ * until log_limit_flush().
  */
 #define LOG_LIMIT_MS		10000
 struct log_limit {
 	long long	 next;		/* ms, monotonic: write again from */
 	unsigned	 suppressed;	/* lines not written since the last */
+	int		 listed;	/* on log.c's list for the flush */
+	struct log_limit *list_next;
 };
 void		 log_limited(struct log_limit *, int level, const char *, ...)
 		    OUTBOXD_PRINTF(3, 4);
@@ -215,6 +218,10 @@ void		 log_limited_kv(struct log_limit *, int level,
 /* The trouble is over: if lines were held back, say how many (info), and
  * start again with the next failure written at once. */
 void		 log_limit_end(struct log_limit *, const char *what);
+/* A worker is exiting: count the lines every limit still holds back in
+ * one info line (their counts would otherwise be lost), and forget every
+ * limit.  proc_worker_done() calls it. */
+void		 log_limit_flush(void);
 
 /* ---- proc.c: what every child does after fork ------------------------- */
 

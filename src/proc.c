@@ -144,6 +144,7 @@ proc_worker_done(void)
 			event_free(proc_sig.ev[i]);
 		proc_sig.ev[i] = NULL;
 	}
+	log_limit_flush();
 }
 
 int

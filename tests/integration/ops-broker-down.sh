@@ -6,8 +6,9 @@
 # scrapes, failed attempts are counted as reason="server" and outcome
 # "retry" -- while /readyz still answers 200 (the broker is not the
 # daemon's readiness).  The log does not flood: the broker-failure line is
-# written about once per 10 s with "(N more like it were not logged)".  Once SQS works
-# again the backlog drains and the gauges go back to 0.
+# written about once per 10 s with "(N more like it were not logged)", and a
+# relay that exits (a reload) says how many it still held back.  Once SQS
+# works again the backlog drains and the gauges go back to 0.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/ops.sh"
 test_init
@@ -73,6 +74,21 @@ say "failed attempts: $n_att; 'SendMessageBatch ... failed' log lines: $n_lines"
 check "failure lines are rate-limited ($n_lines lines for $n_att failed attempts, 2 relays)" \
 	[ "$n_lines" -ge 2 -a "$n_lines" -le 8 -a "$n_att" -gt $((n_lines * 3)) ]
 check "a later failure line counts the ones held back" grep -q 'SendMessageBatch of .*([0-9]* more like it were not logged)' "$OUTBOXD_LOG"
+
+# A worker that exits while lines are held back says how many: a reload
+# replaces the relays while SQS is still down.  Then the new relays' first
+# failure is written at once, so that they can say when SQS works again.
+kill -HUP "$(proc_pid "$OUTBOXD_PIDFILE")"
+flush_re='role=relay\.[12] .*msg="exiting with [0-9]+ rate-limited line\(s\) not logged since the last one of their kind"'
+flushed() { grep -qE "$flush_re" "$OUTBOXD_LOG"; }
+check "a relay replaced by a reload counts the failure lines it held back" \
+	wait_until 10 "an old relay's exit line" flushed
+grep -m2 -E "$flush_re" "$OUTBOXD_LOG" | sed 's/^/    /' || true
+new_pids=$(grep -oE 'msg="started relay [12] pid=[0-9]+ generation=2"' "$OUTBOXD_LOG" |
+	sed -E 's/.*pid=([0-9]+).*/\1/' | paste -sd'|')
+[ -n "$new_pids" ] || die "the reload started no relay"
+new_failure() { grep -qE "role=relay\.[12] pid=($new_pids) .*SendMessageBatch of" "$OUTBOXD_LOG"; }
+wait_until 10 "a failure line of the new relays" new_failure || die "the new relays wrote no failure line"
 
 # SQS back: the backlog drains and the gauges fall to 0
 fault -X POST --data-binary '{"mode":"pass"}' >/dev/null
