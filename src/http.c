@@ -327,6 +327,7 @@ static void	http_stats_reply(struct http_worker *, struct evhttp_request *,
 		    int, const char *);
 static const char *http_pgmsg(const char *, char *, size_t);
 static void	http_pgwhy(struct http_pgwhy *, const PGresult *);
+static const char *http_pgfield(const PGresult *, int, char *, size_t);
 
 /* Monotonic seconds, for idle timeouts. */
 static time_t
@@ -491,10 +492,20 @@ http_refused(struct http_worker *w, struct evhttp_request *req,
 {
 	struct http_pgwhy	 why;
 	char			 buf[400], msg[512], *s;
+	const char		*m, *state;
 
-	snprintf(msg, sizeof(msg), "the database refused the order: %s",
-	    http_pgmsg(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY), buf,
-	    sizeof(buf)));
+	/* A trigger may raise an empty message: say that, and its code,
+	 * rather than "unknown error". */
+	if ((m = http_pgfield(res, PG_DIAG_MESSAGE_PRIMARY, buf,
+	    sizeof(buf))) != NULL)
+		snprintf(msg, sizeof(msg), "the database refused the order: "
+		    "%s", m);
+	else {
+		state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		snprintf(msg, sizeof(msg), "the database refused the order "
+		    "with an empty message (SQLSTATE %s)", state != NULL ?
+		    state : "none");
+	}
 	http_pgwhy(&why, res);
 	if ((s = order_error_json_detail("order_refused", msg, why.detail,
 	    why.hint)) == NULL) {
@@ -763,6 +774,8 @@ http_db_log_result(struct http_db *db, const PGresult *res)
 
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	if (msg != NULL && msg[strspn(msg, " \t\r\n")] == '\0')
+		msg = "(an empty message)";
 	msg = http_pgmsg(msg != NULL ? msg : PQresStatus(PQresultStatus(res)),
 	    buf, sizeof(buf));
 	if (http_res_refused(res)) {

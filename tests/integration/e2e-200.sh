@@ -115,11 +115,14 @@ BEGIN
 	IF NEW.customer_id = 'refused-empty' THEN
 		RAISE EXCEPTION 'customer is blocked' USING DETAIL = '', HINT = E' \\n';
 	END IF;
+	IF NEW.customer_id = 'refused-blank' THEN
+		RAISE EXCEPTION USING MESSAGE = '', ERRCODE = 'P0003';
+	END IF;
 	RAISE EXCEPTION 'customer is blocked' USING DETAIL = 'customer refused-why is on the block list',
 		HINT = 'ask support to unblock';
 END \$\$;
 CREATE TRIGGER e2e_refuse_why BEFORE INSERT ON orders
-FOR EACH ROW WHEN (NEW.customer_id IN ('refused-why', 'refused-empty')) EXECUTE FUNCTION e2e_refuse_why();"
+FOR EACH ROW WHEN (NEW.customer_id IN ('refused-why', 'refused-empty', 'refused-blank')) EXECUTE FUNCTION e2e_refuse_why();"
 post_order refused-why 8
 check_eq "an order a trigger refuses with a DETAIL and a HINT: HTTP status" 422 "$HTTP_STATUS"
 check "  ... the body carries both" jq_true '.error == "order_refused" and
@@ -129,6 +132,10 @@ check "  ... and so does the log line" grep -q 'order refused: customer is block
 post_order refused-empty 8
 check "an empty DETAIL and a blank HINT: no such members" \
 	jq_true '.error == "order_refused" and (has("detail") | not) and (has("hint") | not)' "$HTTP_BODY"
+post_order refused-blank 8
+check_eq "an order a trigger refuses with an empty message: HTTP status" 422 "$HTTP_STATUS"
+check "  ... the body says the message was empty, and gives the SQLSTATE" jq_true '.error == "order_refused" and
+	.message == "the database refused the order with an empty message (SQLSTATE P0003)"' "$HTTP_BODY"
 
 # A 201 only after the commit: a transaction can still fail at its commit
 # (here a deferred constraint trigger of the user's on orders), after the
