@@ -34,6 +34,11 @@ conf_errfunc(cfg_t *cfg, const char *fmt, va_list ap)
 	if (conf_errbuf[0] != '\0')
 		return;		/* keep the first error, it is the cause */
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* libconfuse's own text names the option but not what it takes
+	 * (matched in English only: a translated libconfuse gets no hint). */
+	if (strncmp(msg, "invalid boolean value", 21) == 0)
+		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "%s",
+		    " (expected true or false; also yes/no, on/off)");
 	if (cfg != NULL && cfg->line > 0)
 		snprintf(conf_errbuf, sizeof(conf_errbuf), "%s:%d: %s",
 		    conf_errpath, cfg->line, msg);

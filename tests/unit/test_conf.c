@@ -182,6 +182,10 @@ test_bad_files(void **state)
 	expect_error("database = \"x\"\nbogus = 1\n", 2, "bogus");
 	expect_error("database = \"x\"\nhttp {\n  workers = \"x\"\n}\n", 3,
 	    "workers");
+	/* libconfuse's text, with what a boolean takes. */
+	expect_error("database = \"x\"\nrelay {\n  handoff = maybe\n}\n", 3,
+	    "invalid boolean value for option 'handoff' (expected true or "
+	    "false; also yes/no, on/off)");
 	expect_error("database = \"x\"\nhttp { workers = 0 }\n"
 	    "relay { workers = 65 }\n", 3, "out of range");
 	expect_error("# c\ndatabase = \"unterminated\nhttp { workers = 1 }\n",
