@@ -151,6 +151,48 @@ say "(c) the request in hand got: HTTP $(cat "$T_DIR/quit.code") $(head -c 120 "
 check "(c) the request in hand was not answered 201 (an immediate stop does not finish work)" \
 	[ "$(cat "$T_DIR/quit.code")" != 201 ]
 
+# Phases (d) and (e): a broker that does not answer at a stop.
+# hung_start PHASE CONF PREFIX -- start outboxd (one worker of each kind) with
+# CONF and post 3 orders, customers PREFIX-1..3, their ids in $T_DIR/PHASE.ids
+hung_start() {
+	local i
+	outboxd_start "$2" "$1"
+	M=$(proc_pid "$OUTBOXD_PIDFILE")
+	wait_counts "$M" 10 1 1 1 || die "($1) workers did not all start: $(counts_now "$M")"
+	: >"$T_DIR/$1.ids"
+	for i in 1 2 3; do
+		post_order "$3-$i" "$i"
+		[ "$HTTP_STATUS" = 201 ] || die "($1) POST /orders answered $HTTP_STATUS"
+		jq -r .id <<<"$HTTP_BODY" >>"$T_DIR/$1.ids"
+	done
+}
+# hung_stop PHASE WORKER WHAT -- SIGTERM to the master while WORKER ("consumer
+# 1") waits for WHAT: all gone with exit 0 before shutdown_timeout, none killed
+hung_stop() {
+	local t0 t_exit rc=0
+	t0=$(now_ms)
+	kill -TERM "$M"
+	wait_until $((SHUTDOWN_MS / 1000 + 5)) "outboxd to exit after SIGTERM" gone || true
+	t_exit=$(($(now_ms) - t0))
+	if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
+	say "($1) SIGTERM with $3 hanging: master gone after $t_exit ms, exit status $rc"
+	check_eq "($1) exit status after SIGTERM" 0 "$rc"
+	check "($1) exited before shutdown_timeout, when the master would kill ($t_exit ms < $SHUTDOWN_MS ms)" \
+		[ "$t_exit" -lt "$SHUTDOWN_MS" ]
+	check_eq "($1) workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
+	check_eq "($1) the $2 exited 0" 1 \
+		"$(grep -cE "role=master .*msg=\"$2 pid=[0-9]+ exited with status 0\"" "$OUTBOXD_LOG" || true)"
+}
+# fulfilled_once PHASE SECONDS -- each order of PHASE gets exactly one item
+fulfilled_once() {
+	local id
+	wait_fulfilled "$T_DIR/$1.ids" "$2" || true
+	for id in $(cat "$T_DIR/$1.ids"); do
+		check_eq "($1) order $id: fulfillment items after the restart" 1 \
+			"$(ddb_scan_all "$DDB_ENDPOINT" "$DDB_TABLE" | jq --arg id "$id" '[.[] | select(.orderId.S == $id)] | length')"
+	done
+}
+
 # ---- (d) SIGTERM while DynamoDB does not answer ------------------------------------
 # A PutItem may take 10 s before it times out, as long as the default
 # shutdown_timeout.  The consumer gives up the messages in hand at half of
@@ -166,41 +208,17 @@ curl -fsS -o /dev/null -X POST "$DP/__fault" --data-binary '{"mode":"delay","ms"
 	die "(d) could not set the DynamoDB proxy's delay"
 DDB_ENDPOINT=$DP OB_HTTP_WORKERS=1 OB_RELAY_WORKERS=1 OB_CONSUMER_WORKERS=1 OB_WAIT_TIME=1 \
 OB_SHUTDOWN_TIMEOUT=$SHUTDOWN_MS outbox_conf_write "$T_DIR/outbox-d.conf"
-outboxd_start "$T_DIR/outbox-d.conf" d
-M=$(proc_pid "$OUTBOXD_PIDFILE")
-wait_counts "$M" 10 1 1 1 || die "(d) workers did not all start: $(counts_now "$M")"
-: >"$T_DIR/d.ids"
-for i in 1 2 3; do
-	post_order "ddb-hangs-$i" "$i"
-	[ "$HTTP_STATUS" = 201 ] || die "(d) POST /orders answered $HTTP_STATUS"
-	jq -r .id <<<"$HTTP_BODY" >>"$T_DIR/d.ids"
-done
+hung_start d "$T_DIR/outbox-d.conf" ddb-hangs
 puts_held() { [ "$(stat_of ddbfault '.stats.by_action.PutItem // 0')" -ge 1 ]; }
 check "(d) a PutItem of the consumer is held by the DynamoDB proxy" \
 	wait_until 15 "a PutItem at the proxy" puts_held
-t0=$(now_ms)
-kill -TERM "$M"
-wait_until $((SHUTDOWN_MS / 1000 + 5)) "outboxd to exit after SIGTERM" gone || true
-t_exit=$(($(now_ms) - t0))
-rc=0
-if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
-say "(d) SIGTERM with DynamoDB hanging: master gone after $t_exit ms, exit status $rc"
-check_eq "(d) exit status after SIGTERM" 0 "$rc"
-check "(d) exited before shutdown_timeout, when the master would kill ($t_exit ms < $SHUTDOWN_MS ms)" \
-	[ "$t_exit" -lt "$SHUTDOWN_MS" ]
-check_eq "(d) workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
-check_eq "(d) the consumer exited 0" 1 \
-	"$(grep -cE 'role=master .*msg="consumer 1 pid=[0-9]+ exited with status 0"' "$OUTBOXD_LOG" || true)"
+hung_stop d "consumer 1" DynamoDB
 check "(d) the consumer said what it gave up, and when" \
 	grep -qE "role=consumer\.1 .*msg=\"stopping with [1-3] PutItem\(s\) of the [1-3] message\(s\) in hand unanswered $((SHUTDOWN_MS / 2)) ms after the stop signal: SQS delivers the messages again after the visibility timeout\"" "$OUTBOXD_LOG"
 curl -fsS -o /dev/null -X POST "$DP/__fault" --data-binary '{"mode":"pass"}' ||
 	die "(d) could not clear the DynamoDB proxy's delay"
 outboxd_start "$T_DIR/outbox-d.conf" d2
-wait_fulfilled "$T_DIR/d.ids" 30 || true
-for id in $(cat "$T_DIR/d.ids"); do
-	check_eq "(d) order $id: fulfillment items after the restart" 1 \
-		"$(ddb_scan_all "$DDB_ENDPOINT" "$DDB_TABLE" | jq --arg id "$id" '[.[] | select(.orderId.S == $id)] | length')"
-done
+fulfilled_once d 30
 
 # ---- (e) SIGTERM while SQS does not answer the relay ------------------------------
 # A SendMessageBatch may take relay.timeout (10 s by default) before it times
@@ -217,31 +235,11 @@ curl -fsS -o /dev/null -X POST "$SP/__fault" --data-binary '{"mode":"delay","ms"
 SQS_ENDPOINT=$SP OB_HTTP_WORKERS=1 OB_RELAY_WORKERS=1 OB_CONSUMER_WORKERS=1 OB_WAIT_TIME=1 \
 OB_SHUTDOWN_TIMEOUT=$SHUTDOWN_MS OB_EXTRA_RELAY="timeout = 6000
 	lease = 12000" outbox_conf_write "$T_DIR/outbox-e.conf"
-outboxd_start "$T_DIR/outbox-e.conf" e
-M=$(proc_pid "$OUTBOXD_PIDFILE")
-wait_counts "$M" 10 1 1 1 || die "(e) workers did not all start: $(counts_now "$M")"
-: >"$T_DIR/e.ids"
-for i in 1 2 3; do
-	post_order "sqs-hangs-$i" "$i"
-	[ "$HTTP_STATUS" = 201 ] || die "(e) POST /orders answered $HTTP_STATUS"
-	jq -r .id <<<"$HTTP_BODY" >>"$T_DIR/e.ids"
-done
+hung_start e "$T_DIR/outbox-e.conf" sqs-hangs
 sends_held() { [ "$(stat_of sqsfault '.stats.by_action.SendMessageBatch // 0')" -ge 1 ]; }
 check "(e) a SendMessageBatch of the relay is held by the SQS proxy" \
 	wait_until 5 "a SendMessageBatch at the proxy" sends_held
-t0=$(now_ms)
-kill -TERM "$M"
-wait_until $((SHUTDOWN_MS / 1000 + 5)) "outboxd to exit after SIGTERM" gone || true
-t_exit=$(($(now_ms) - t0))
-rc=0
-if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
-say "(e) SIGTERM with SQS hanging: master gone after $t_exit ms, exit status $rc"
-check_eq "(e) exit status after SIGTERM" 0 "$rc"
-check "(e) exited before shutdown_timeout, when the master would kill ($t_exit ms < $SHUTDOWN_MS ms)" \
-	[ "$t_exit" -lt "$SHUTDOWN_MS" ]
-check_eq "(e) workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
-check_eq "(e) the relay exited 0" 1 \
-	"$(grep -cE 'role=master .*msg="relay 1 pid=[0-9]+ exited with status 0"' "$OUTBOXD_LOG" || true)"
+hung_stop e "relay 1" SQS
 check "(e) the relay said what it gave up, and when" \
 	grep -qE "role=relay\.1 .*msg=\"stopping with [1-3] row\(s\) given to SQS \(SendMessageBatch\) still unanswered $((SHUTDOWN_MS / 2)) ms after the stop signal: they are published again when their lease ends \(relay.lease 12000 ms\)\"" "$OUTBOXD_LOG"
 check_eq "(e) rows marked sent by the stopped relay" 0 \
@@ -250,9 +248,5 @@ curl -fsS -o /dev/null -X POST "$SP/__fault" --data-binary '{"mode":"pass"}' ||
 	die "(e) could not clear the SQS proxy's delay"
 t0=$(now_ms)
 outboxd_start "$T_DIR/outbox-e.conf" e2
-wait_fulfilled "$T_DIR/e.ids" 40 || true
+fulfilled_once e 40
 say "(e) restart: the given-up orders fulfilled after $(($(now_ms) - t0)) ms (their lease is 12 s)"
-for id in $(cat "$T_DIR/e.ids"); do
-	check_eq "(e) order $id: fulfillment items after the restart" 1 \
-		"$(ddb_scan_all "$DDB_ENDPOINT" "$DDB_TABLE" | jq --arg id "$id" '[.[] | select(.orderId.S == $id)] | length')"
-done
