@@ -362,9 +362,11 @@ done:
 }
 
 static void
-admin_on_stop(void *arg)
+admin_on_stop(void *arg, int deadline)
 {
 	struct admin_worker	*a = arg;
+
+	(void)deadline;
 
 	/* Requests are answered whole before the loop looks at signals. */
 	event_base_loopexit(a->base, NULL);

@@ -428,29 +428,36 @@ consumer_give_up_cb(evutil_socket_t fd, short what, void *arg)
 	event_base_loopbreak(c->base);
 }
 
+/* deadline: the master kills at shutdown_timeout (a stop, not a reload's
+ * retirement); a retired consumer may get a stop later, see
+ * proc_worker_signals(). */
 static void
-consumer_on_stop(void *arg)
+consumer_on_stop(void *arg, int deadline)
 {
 	struct consumer	*c = arg;
 	struct timeval	 tv;
 	long		 ms = c->conf->shutdown_timeout / 2;
 
+	if (!c->stopping && c->batch == NULL) {
+		/*
+		 * Only a long poll or a backoff wait: end now.  An abandoned
+		 * poll may still take a message, which SQS shows again after
+		 * the visibility timeout.
+		 */
+		c->stopping = 1;
+		evtimer_del(c->retry);
+		event_base_loopbreak(c->base);
+		return;
+	}
 	c->stopping = 1;
-	if (c->batch != NULL) {
+	if (deadline && c->batch != NULL &&
+	    !evtimer_pending(c->give_up, NULL)) {
 		/* Half of shutdown_timeout: the master kills at the whole. */
 		log_info("stopping after the %d message(s) in hand (giving "
 		    "them up after %ld ms)", c->batch->n, ms);
 		tv = clock_tv(ms);
 		evtimer_add(c->give_up, &tv);
-		return;
 	}
-	/*
-	 * Only a long poll or a backoff wait: end now.  An abandoned poll
-	 * may still take a message, which SQS shows again after the
-	 * visibility timeout.
-	 */
-	evtimer_del(c->retry);
-	event_base_loopbreak(c->base);
 }
 
 int

@@ -2077,10 +2077,11 @@ http_drained(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-http_on_stop(void *arg)
+http_on_stop(void *arg, int deadline)
 {
 	struct http_worker	*w = arg;
 
+	(void)deadline;		/* requests are short: no give-up */
 	if (w->stopping)
 		return;
 	w->stopping = 1;

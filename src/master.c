@@ -49,7 +49,7 @@ struct slot {
 	int		 generation;
 	pid_t		 pid;		/* 0 = not running */
 	int		 retiring;	/* old generation: never respawn */
-	int		 told;		/* SIGTERM sent to this child */
+	int		 told;		/* 1: retired (reload), 2: stop sent */
 	int		 disabled;	/* exited with EX_CONFIG */
 	long		 delay;		/* next respawn delay, ms */
 	int		 failures;	/* crashes since it last stayed up */
@@ -401,25 +401,28 @@ master_signal_all(struct master *m, int sig, int retiring_only)
 }
 
 /*
- * Ask workers to drain (retiring_only: the old generations only), with
- * SIGUSR2, once each: one still draining after an earlier reload must be
- * let finish the requests and batches in its hands.  Not SIGTERM: to a
- * worker a second SIGTERM means "stop now" (proc.c), and a worker that
- * got the SIGTERM sent to the whole process group would take the
- * master's as that second one and skip its drain.
+ * Ask workers to drain.  retiring_only (a reload): the old generations,
+ * with PROC_SIG_RETIRE, no deadline.  Else (a stop): every worker, with
+ * SIGUSR2, the old ones again, so that they too give up what hangs before
+ * shutdown_timeout kills them.  Once each: a worker still draining keeps
+ * the requests and batches in its hands.  Not SIGTERM: to a worker a
+ * second SIGTERM means "stop now" (proc.c), and a worker that got the
+ * SIGTERM sent to the whole process group would take the master's as
+ * that second one and skip its drain.
  */
 static void
 master_drain(struct master *m, int retiring_only)
 {
 	struct slot	*s;
-	int		 i;
+	int		 i, told = retiring_only ? 1 : 2;
 
 	for (i = 0; i < m->nslots; i++) {
 		s = m->slots[i];
-		if (s->pid == 0 || s->told || (retiring_only && !s->retiring))
+		if (s->pid == 0 || s->told >= told ||
+		    (retiring_only && !s->retiring))
 			continue;
-		kill(s->pid, SIGUSR2);
-		s->told = 1;
+		kill(s->pid, retiring_only ? PROC_SIG_RETIRE : SIGUSR2);
+		s->told = told;
 	}
 }
 

@@ -225,17 +225,24 @@ void		 log_limit_flush(void);
 
 /* ---- proc.c: what every child does after fork ------------------------- */
 
+/* The master's word to a worker of a generation a reload replaced: drain,
+ * with no deadline.  A real-time signal: nothing else sends it (SIGWINCH,
+ * nginx's choice, also comes from a terminal that is resized). */
+#define PROC_SIG_RETIRE	SIGRTMIN
+
 /*
- * Install the worker signal policy on base: SIGTERM calls on_stop(arg)
- * once (graceful; a second one exits at once), SIGUSR2 (the master's
- * word) likewise but never exits at once, SIGQUIT exits at once,
- * SIGHUP is ignored (the master reloads), SIGPIPE ignored.  SIGINT is
- * already ignored since the fork (master.c: a terminal's Ctrl-C reaches
- * the workers too, and the master turns it into their SIGTERM).
- * Returns -1 on failure.
+ * Install the worker signal policy on base.  A stop with a deadline (the
+ * master kills at shutdown_timeout): SIGTERM (a second one exits at once)
+ * or SIGUSR2 (the master's word) calls on_stop(arg, 1), once.  A reload's
+ * PROC_SIG_RETIRE calls on_stop(arg, 0) first, and a stop that follows
+ * calls on_stop(arg, 1) again: on_stop must take that second call.
+ * SIGQUIT exits at once, SIGHUP is ignored (the master reloads), SIGPIPE
+ * ignored.  SIGINT is already ignored since the fork (master.c: a
+ * terminal's Ctrl-C reaches the workers too, and the master turns it into
+ * their SIGUSR2).  Returns -1 on failure.
  */
 int		 proc_worker_signals(struct event_base *base,
-		    void (*on_stop)(void *), void *arg);
+		    void (*on_stop)(void *, int deadline), void *arg);
 /* Call when the worker's event loop has ended: stop signals are held from
  * then on, so a late one cannot kill a worker that is exiting cleanly;
  * the signal events of proc_worker_signals() are freed. */

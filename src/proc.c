@@ -26,15 +26,17 @@ static size_t	  proc_title_len;	/* bytes we may overwrite */
  * drop a variable that is only written. */
 static char	**proc_environ __attribute__((__used__));
 
-/* The signals a worker handles, see proc_worker_signals(). */
-static const int	 proc_worker_sigs[] = { SIGTERM, SIGUSR2, SIGQUIT,
-			     SIGUSR1 };
+/* The signals a worker handles, see proc_worker_signals(); the last is
+ * PROC_SIG_RETIRE, known only at run time (glibc's SIGRTMIN). */
+static int		 proc_worker_sigs[] = { SIGTERM, SIGUSR2, SIGQUIT,
+			     SIGUSR1, 0 };
 #define PROC_NSIGS	(sizeof(proc_worker_sigs) / sizeof(proc_worker_sigs[0]))
 
 struct proc_sigstate {
-	void		(*on_stop)(void *);
+	void		(*on_stop)(void *, int);
 	void		 *arg;
 	int		  stopping;
+	int		  deadline;	/* the master kills at shutdown_timeout */
 	int		  terms;	/* SIGTERMs received */
 	struct event	 *ev[PROC_NSIGS]; /* one per signal handled */
 };
@@ -95,6 +97,16 @@ proc_on_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
 	(void)arg;
+	if (sig == PROC_SIG_RETIRE) {
+		/* A reload: drain with no deadline, as nothing will kill us
+		 * unless a stop follows (then SIGUSR2, below). */
+		if (proc_sig.stopping)
+			return;
+		proc_sig.stopping = 1;
+		log_info("retired by a reload: finishing work in hand");
+		proc_sig.on_stop(proc_sig.arg, 0);
+		return;
+	}
 	switch (sig) {
 	case SIGTERM:
 		/* Only a second SIGTERM cuts the drain short: the master's
@@ -108,11 +120,14 @@ proc_on_signal(evutil_socket_t sig, short what, void *arg)
 		}
 		/* FALLTHROUGH */
 	case SIGUSR2:			/* the master's word to drain */
-		if (proc_sig.stopping)
+		if (proc_sig.deadline)
 			break;
+		proc_sig.deadline = 1;
+		log_info(proc_sig.stopping ? "stop signal: finishing work in "
+		    "hand within shutdown_timeout" : "stop signal: finishing "
+		    "work in hand");
 		proc_sig.stopping = 1;
-		log_info("stop signal: finishing work in hand");
-		proc_sig.on_stop(proc_sig.arg);
+		proc_sig.on_stop(proc_sig.arg, 1);
 		break;
 	case SIGQUIT:
 		_exit(0);
@@ -148,14 +163,16 @@ proc_worker_done(void)
 }
 
 int
-proc_worker_signals(struct event_base *base, void (*on_stop)(void *),
+proc_worker_signals(struct event_base *base, void (*on_stop)(void *, int),
     void *arg)
 {
 	size_t	i;
 
+	proc_worker_sigs[PROC_NSIGS - 1] = PROC_SIG_RETIRE;
 	proc_sig.on_stop = on_stop;
 	proc_sig.arg = arg;
 	proc_sig.stopping = 0;
+	proc_sig.deadline = 0;
 	proc_sig.terms = 0;
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);

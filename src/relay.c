@@ -306,6 +306,22 @@ relay_send(struct relay *r, enum relay_query q, enum relay_stmt stmt,
 	return 0;
 }
 
+/* Queue row i of a chunk, which the sink took, for relay_mark_start(). */
+static void
+relay_queue_sent(struct relay *r, const struct relay_chunk *ch, int i)
+{
+	if (r->nsent == r->sent_cap) {
+		r->sent_cap = r->sent_cap ? r->sent_cap * 2 : 256;
+		r->sent = reallocarray(r->sent, r->sent_cap, sizeof(*r->sent));
+		if (r->sent == NULL)
+			fatal("reallocarray");
+	}
+	r->sent[r->nsent].id = ch->msgs[i].id;
+	r->sent[r->nsent].claim = ch->claim;
+	r->sent[r->nsent].acked_us = ch->acked_us;
+	r->sent[r->nsent++].lease_end_us = ch->lease_end_us;
+}
+
 /*
  * Record the sink's verdict for every message of a chunk.  Sent rows are
  * queued for relay_mark_start(), which marks those of many chunks with
@@ -321,21 +337,9 @@ relay_record(struct relay *r, struct relay_chunk *ch)
 	int		 i;
 
 	snprintf(claim, sizeof(claim), "%" PRId64, ch->claim);
-	for (i = 0; i < ch->n; i++) {
-		if (ch->msgs[i].outcome != SINK_SENT)
-			continue;
-		if (r->nsent == r->sent_cap) {
-			r->sent_cap = r->sent_cap ? r->sent_cap * 2 : 256;
-			r->sent = reallocarray(r->sent, r->sent_cap,
-			    sizeof(*r->sent));
-			if (r->sent == NULL)
-				fatal("reallocarray");
-		}
-		r->sent[r->nsent].id = ch->msgs[i].id;
-		r->sent[r->nsent].claim = ch->claim;
-		r->sent[r->nsent].acked_us = ch->acked_us;
-		r->sent[r->nsent++].lease_end_us = ch->lease_end_us;
-	}
+	for (i = 0; i < ch->n; i++)
+		if (ch->msgs[i].outcome == SINK_SENT)
+			relay_queue_sent(r, ch, i);
 	for (i = 0; i < ch->n; i++) {
 		struct outbox_msg	*m = &ch->msgs[i];
 		int			 attempts = m->attempts + 1;
@@ -1256,18 +1260,6 @@ relay_url_origin_len(const char *url)
 	return (int)(p - url + strcspn(p, "/?#"));
 }
 
-/* Rows of the chunks at the sink. */
-static int
-relay_at_sink_rows(const struct relay *r)
-{
-	const struct relay_chunk	*ch;
-	int				 n = 0;
-
-	TAILQ_FOREACH(ch, &r->at_sinkq, entry)
-		n += ch->n;
-	return n;
-}
-
 /*
  * Stopping, and the sink still has not answered for rows it was given
  * (SQS or the webhook receiver hangs: a request may take relay.timeout,
@@ -1280,42 +1272,74 @@ relay_at_sink_rows(const struct relay *r)
 static void
 relay_give_up_cb(evutil_socket_t fd, short what, void *arg)
 {
-	struct relay	*r = arg;
+	struct relay		*r = arg;
+	struct relay_chunk	*ch;
+	int			 i, hung = 0, answered = 0;
 
 	(void)fd;
 	(void)what;
 	if (r->at_sink == 0)
 		return;		/* only a statement left: relay_maybe_done() */
-	log_warnx("stopping with %d row(s) given to %s still unanswered %ld "
-	    "ms after the stop signal: they are published again when their "
-	    "lease ends (relay.lease %ld ms)", relay_at_sink_rows(r),
-	    r->conf->relay.sink == CONF_SINK_SQS ? "SQS (SendMessageBatch)" :
-	    "the webhook", r->conf->shutdown_timeout / 2, r->conf->relay.lease);
+	TAILQ_FOREACH(ch, &r->at_sinkq, entry) {
+		/* A webhook chunk is a POST per row, some of them answered
+		 * already (sink_http_publish() set every row's outcome to
+		 * SINK_RETRY before it started them): those the receiver
+		 * took are marked sent like any other.  An SQS chunk is one
+		 * request, unanswered as a whole. */
+		ch->acked_us = clock_wall_us();
+		for (i = 0; i < ch->n; i++) {
+			if (r->conf->relay.sink == CONF_SINK_HTTP &&
+			    ch->msgs[i].outcome == SINK_SENT) {
+				relay_queue_sent(r, ch, i);
+				answered++;
+			} else
+				hung++;
+		}
+	}
+	if (answered > 0)
+		log_warnx("stopping with %d webhook deliveries still unanswered "
+		    "%ld ms after the stop signal: their rows are published "
+		    "again when their lease ends (relay.lease %ld ms); %d "
+		    "delivered row(s) of the same requests are marked sent",
+		    hung, r->conf->shutdown_timeout / 2, r->conf->relay.lease,
+		    answered);
+	else
+		log_warnx("stopping with %d row(s) given to %s still unanswered "
+		    "%ld ms after the stop signal: they are published again "
+		    "when their lease ends (relay.lease %ld ms)", hung,
+		    r->conf->relay.sink == CONF_SINK_SQS ?
+		    "SQS (SendMessageBatch)" : "the webhook",
+		    r->conf->shutdown_timeout / 2, r->conf->relay.lease);
 	event_base_loopbreak(r->base);
 }
 
+/* deadline: the master kills at shutdown_timeout (a stop, not a reload's
+ * retirement); a retired relay may get a stop later, see
+ * proc_worker_signals(). */
 static void
-relay_stop(void *arg)
+relay_stop(void *arg, int deadline)
 {
 	struct relay	*r = arg;
+	struct timeval	 tv;
+	long		 ms = r->conf->shutdown_timeout / 2;
 
-	r->stopping = 1;
-	retention_stop(r->retention);
-	/* Rows handed over from now on are left for the next relay 1 (the
-	 * master keeps the socket) or their lease. */
-	relay_handoff_gate(r);
-	/* Rows already at the sink are recorded; claimed rows still waiting
-	 * for it are given back, unclaimed rows stay pending for the next
-	 * relay.  A statement in flight is answered first (relay_on_conn). */
-	relay_pump(r);
-	relay_maybe_done(r);
-	if (r->at_sink > 0) {
-		struct timeval	tv;
-		long		ms = r->conf->shutdown_timeout / 2;
-
+	if (!r->stopping) {
+		r->stopping = 1;
+		retention_stop(r->retention);
+		/* Rows handed over from now on are left for the next relay 1
+		 * (the master keeps the socket) or their lease. */
+		relay_handoff_gate(r);
+		/* Rows already at the sink are recorded; claimed rows still
+		 * waiting for it are given back, unclaimed rows stay pending
+		 * for the next relay.  A statement in flight is answered
+		 * first (relay_on_conn). */
+		relay_pump(r);
+		relay_maybe_done(r);
+	}
+	if (deadline && r->at_sink > 0 && !evtimer_pending(r->give_up, NULL)) {
 		/* Half of shutdown_timeout: the master kills at the whole. */
-		log_info("stopping after the %d row(s) at the sink (giving "
-		    "them up after %ld ms)", relay_at_sink_rows(r), ms);
+		log_info("stopping after the %d request(s) at the sink (giving "
+		    "up those still unanswered after %ld ms)", r->at_sink, ms);
 		tv = clock_tv(ms);
 		evtimer_add(r->give_up, &tv);
 	}
