@@ -438,11 +438,14 @@ consumer_on_stop(void *arg, int deadline)
 	struct timeval	 tv;
 	long		 ms = c->conf->shutdown_timeout / 2;
 
-	if (!c->stopping && c->batch == NULL) {
+	if (c->batch == NULL && (deadline || !c->receiving)) {
 		/*
 		 * Only a long poll or a backoff wait: end now.  An abandoned
 		 * poll may still take a message, which SQS shows again after
-		 * the visibility timeout.
+		 * the visibility timeout.  Retired by a reload, with no
+		 * deadline, the consumer lets its poll end (wait_time, 20 s
+		 * at most) and finishes what it brings, so that a reload
+		 * delays no message.
 		 */
 		c->stopping = 1;
 		evtimer_del(c->retry);

@@ -156,7 +156,7 @@ master_child(struct master *m, struct slot *s, const sigset_t *oldmask)
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		signal(sigs[i], SIG_DFL);
 	/* A terminal's Ctrl-C sends SIGINT to the whole process group; the
-	 * master answers it with a SIGTERM to each worker, which a worker
+	 * master answers it with a SIGUSR2 to each worker, which a worker
 	 * that had taken the SIGINT too would count as a second stop and
 	 * exit without its drain.  Workers stop on the master's word only. */
 	signal(SIGINT, SIG_IGN);
@@ -677,6 +677,11 @@ master_run(struct conf *conf, int listen_fd, int admin_fd)
 	    &m)) == NULL)
 		fatalx("event_base_new failed");
 	signal(SIGPIPE, SIG_IGN);
+	/* The workers' stop and retire words: sent to the master by mistake
+	 * (or to the whole group), they must not kill it.  Ignored still in
+	 * a new worker until proc_worker_signals() handles them. */
+	signal(SIGUSR2, SIG_IGN);
+	signal(PROC_SIG_RETIRE, SIG_IGN);
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
 		ev[i] = evsignal_new(m.base, sigs[i], master_on_signal, &m);
 		if (ev[i] == NULL || evsignal_add(ev[i], NULL) == -1)

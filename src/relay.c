@@ -322,6 +322,60 @@ relay_queue_sent(struct relay *r, const struct relay_chunk *ch, int i)
 	r->sent[r->nsent++].lease_end_us = ch->lease_end_us;
 }
 
+/* Record a failed attempt at row i of a chunk: retried after a backoff,
+ * or dead-lettered. */
+static void
+relay_record_failure(struct relay *r, const struct relay_chunk *ch, int i)
+{
+	const struct outbox_msg	*m = &ch->msgs[i];
+	char			 claim[24], delay[24], id[24];
+	char			 err[RELAY_ERROR_MAX + 1];
+	const char		*p[4];
+	PGresult		*res;
+	int			 attempts = m->attempts + 1;
+
+	snprintf(claim, sizeof(claim), "%" PRId64, ch->claim);
+	snprintf(id, sizeof(id), "%" PRId64, m->id);
+	log_utf8_copy(err, sizeof(err), m->error != NULL ?
+	    m->error : "unknown error");
+	p[0] = id;
+	p[1] = claim;
+	p[2] = err;
+	if (m->outcome == SINK_REJECTED ||
+	    attempts >= r->conf->relay.max_attempts) {
+		/* The dead-letter state: kept, listed and redriven by an
+		 * operator; it holds back its key's later rows so their
+		 * order survives. */
+		log_kv(LOG_LEVEL_ERROR, (const char *[]){
+		    "outbox_id", id, "ordering_key", m->key, NULL },
+		    "publish failed after %d attempt(s)%s: %s",
+		    attempts, m->outcome == SINK_REJECTED ?
+		    " (permanent error)" : "", err);
+		res = relay_exec(r, "UPDATE outbox SET "
+		    "status = 'failed', claim = NULL, "
+		    "attempts = attempts + 1, last_error = $3 "
+		    "WHERE id = $1 AND claim = $2", 3, p,
+		    PGRES_COMMAND_OK);
+	} else {
+		/* The sink has logged why, once per request. */
+		snprintf(delay, sizeof(delay), "%ld", relay_backoff(
+		    r->conf, attempts, m->retry_after));
+		log_kv(LOG_LEVEL_DEBUG, (const char *[]){
+		    "outbox_id", id, "ordering_key", m->key, NULL },
+		    "attempt %d failed, retry in %s ms: %s", attempts,
+		    delay, err);
+		p[3] = delay;
+		res = relay_exec(r, "UPDATE outbox SET "
+		    "claim = NULL, attempts = attempts + 1, "
+		    "last_error = $3, "
+		    "available_at = now() + $4 * interval '1 ms' "
+		    "WHERE id = $1 AND claim = $2", 4, p,
+		    PGRES_COMMAND_OK);
+	}
+	if (res != NULL)
+		PQclear(res);
+}
+
 /*
  * Record the sink's verdict for every message of a chunk.  Sent rows are
  * queued for relay_mark_start(), which marks those of many chunks with
@@ -330,62 +384,14 @@ relay_queue_sent(struct relay *r, const struct relay_chunk *ch, int i)
 static void
 relay_record(struct relay *r, struct relay_chunk *ch)
 {
-	char		 claim[24], delay[24], id[24];
-	char		 err[RELAY_ERROR_MAX + 1];
-	const char	*p[4];
-	PGresult	*res;
-	int		 i;
+	int	i;
 
-	snprintf(claim, sizeof(claim), "%" PRId64, ch->claim);
 	for (i = 0; i < ch->n; i++)
 		if (ch->msgs[i].outcome == SINK_SENT)
 			relay_queue_sent(r, ch, i);
-	for (i = 0; i < ch->n; i++) {
-		struct outbox_msg	*m = &ch->msgs[i];
-		int			 attempts = m->attempts + 1;
-
-		if (m->outcome == SINK_SENT)
-			continue;
-		snprintf(id, sizeof(id), "%" PRId64, m->id);
-		log_utf8_copy(err, sizeof(err), m->error != NULL ?
-		    m->error : "unknown error");
-		p[0] = id;
-		p[1] = claim;
-		p[2] = err;
-		if (m->outcome == SINK_REJECTED ||
-		    attempts >= r->conf->relay.max_attempts) {
-			/* The dead-letter state: kept, listed and redriven
-			 * by an operator; it holds back its key's later
-			 * rows so their order survives. */
-			log_kv(LOG_LEVEL_ERROR, (const char *[]){
-			    "outbox_id", id, "ordering_key", m->key, NULL },
-			    "publish failed after %d attempt(s)%s: %s",
-			    attempts, m->outcome == SINK_REJECTED ?
-			    " (permanent error)" : "", err);
-			res = relay_exec(r, "UPDATE outbox SET "
-			    "status = 'failed', claim = NULL, "
-			    "attempts = attempts + 1, last_error = $3 "
-			    "WHERE id = $1 AND claim = $2", 3, p,
-			    PGRES_COMMAND_OK);
-		} else {
-			/* The sink has logged why, once per request. */
-			snprintf(delay, sizeof(delay), "%ld", relay_backoff(
-			    r->conf, attempts, m->retry_after));
-			log_kv(LOG_LEVEL_DEBUG, (const char *[]){
-			    "outbox_id", id, "ordering_key", m->key, NULL },
-			    "attempt %d failed, retry in %s ms: %s", attempts,
-			    delay, err);
-			p[3] = delay;
-			res = relay_exec(r, "UPDATE outbox SET "
-			    "claim = NULL, attempts = attempts + 1, "
-			    "last_error = $3, "
-			    "available_at = now() + $4 * interval '1 ms' "
-			    "WHERE id = $1 AND claim = $2", 4, p,
-			    PGRES_COMMAND_OK);
-		}
-		if (res != NULL)
-			PQclear(res);
-	}
+	for (i = 0; i < ch->n; i++)
+		if (ch->msgs[i].outcome != SINK_SENT)
+			relay_record_failure(r, ch, i);
 }
 
 /* One field (at byte offset off) of every queued sent row as a bigint[]
@@ -1260,6 +1266,18 @@ relay_url_origin_len(const char *url)
 	return (int)(p - url + strcspn(p, "/?#"));
 }
 
+/* Rows of the chunks at the sink. */
+static int
+relay_at_sink_rows(const struct relay *r)
+{
+	const struct relay_chunk	*ch;
+	int				 n = 0;
+
+	TAILQ_FOREACH(ch, &r->at_sinkq, entry)
+		n += ch->n;
+	return n;
+}
+
 /*
  * Stopping, and the sink still has not answered for rows it was given
  * (SQS or the webhook receiver hangs: a request may take relay.timeout,
@@ -1282,26 +1300,33 @@ relay_give_up_cb(evutil_socket_t fd, short what, void *arg)
 		return;		/* only a statement left: relay_maybe_done() */
 	TAILQ_FOREACH(ch, &r->at_sinkq, entry) {
 		/* A webhook chunk is a POST per row, some of them answered
-		 * already (sink_http_publish() set every row's outcome to
-		 * SINK_RETRY before it started them): those the receiver
-		 * took are marked sent like any other.  An SQS chunk is one
-		 * request, unanswered as a whole. */
+		 * already: sink_http_publish() set every row's outcome to
+		 * SINK_RETRY and no error before it started them, and an
+		 * answer sets SINK_SENT, or an error.  Those answers are
+		 * recorded like any other (sent_at is now, a little late).
+		 * An SQS chunk is one request, unanswered as a whole. */
 		ch->acked_us = clock_wall_us();
 		for (i = 0; i < ch->n; i++) {
-			if (r->conf->relay.sink == CONF_SINK_HTTP &&
-			    ch->msgs[i].outcome == SINK_SENT) {
+			const struct outbox_msg	*m = &ch->msgs[i];
+
+			if (r->conf->relay.sink != CONF_SINK_HTTP ||
+			    (m->outcome != SINK_SENT && m->error == NULL))
+				hung++;
+			else if (m->outcome == SINK_SENT) {
 				relay_queue_sent(r, ch, i);
 				answered++;
-			} else
-				hung++;
+			} else {
+				relay_record_failure(r, ch, i);
+				answered++;
+			}
 		}
 	}
 	if (answered > 0)
 		log_warnx("stopping with %d webhook deliveries still unanswered "
 		    "%ld ms after the stop signal: their rows are published "
-		    "again when their lease ends (relay.lease %ld ms); %d "
-		    "delivered row(s) of the same requests are marked sent",
-		    hung, r->conf->shutdown_timeout / 2, r->conf->relay.lease,
+		    "again when their lease ends (relay.lease %ld ms); the %d "
+		    "answered row(s) of the same requests are recorded", hung,
+		    r->conf->shutdown_timeout / 2, r->conf->relay.lease,
 		    answered);
 	else
 		log_warnx("stopping with %d row(s) given to %s still unanswered "
@@ -1338,8 +1363,9 @@ relay_stop(void *arg, int deadline)
 	}
 	if (deadline && r->at_sink > 0 && !evtimer_pending(r->give_up, NULL)) {
 		/* Half of shutdown_timeout: the master kills at the whole. */
-		log_info("stopping after the %d request(s) at the sink (giving "
-		    "up those still unanswered after %ld ms)", r->at_sink, ms);
+		log_info("stopping after the %d row(s) at the sink (giving up "
+		    "those still unanswered after %ld ms)",
+		    relay_at_sink_rows(r), ms);
 		tv = clock_tv(ms);
 		evtimer_add(r->give_up, &tv);
 	}

@@ -9,7 +9,9 @@
 # (b) relay.workers 2 -> 4, then relay.workers 4 -> 1 with http.workers
 #     2 -> 3: a new generation each time, the old one drained (exit 0); no
 #     connection refused, no request failed, every order fulfilled, and the
-#     children are what the file says (counted by title);
+#     children are what the file says (counted by title), and no order
+#     waited for the queue's visibility timeout (a retired consumer lets its
+#     long poll end);
 # (c) a new master sent 20 SIGHUPs in a tight loop as soon as it has
 #     blocked its signals (still starting up), and 20 more once serving:
 #     it survives, ends with exactly one generation of workers (every child
@@ -151,6 +153,15 @@ wait_fulfilled "$T_DIR/ab.ids" 60 || true
 wait_outbox_sent 40 || true
 check_orders_stored "$T_DIR/ab.ids" "(a+b)"
 check_fulfilled_once "$T_DIR/ab.ids" "(a+b)"
+# A consumer the reload retires lets its long poll end: one it abandoned
+# could take a message, which SQS would show again only after the queue's
+# visibility timeout (10 s), a delay a reload must not cause.
+sent=$(sql "SELECT json_object_agg(payload->>'orderId', extract(epoch FROM sent_at)) FROM outbox WHERE status = 'sent'")
+slowest=$(ddb_scan_all "$DDB_ENDPOINT" "$DDB_TABLE" | jq --argjson s "$sent" \
+	'[.[] | select($s[.orderId.S] != null) | (.createdAt.S | sub("\\.[0-9]+Z$"; "Z") | fromdateiso8601) - $s[.orderId.S]] | max | floor')
+say "(a+b) slowest outbox sent_at -> fulfillment item: ${slowest:-?} s (1 s resolution)"
+check "(a+b) no order waited for a visibility timeout across the reloads (${slowest:-?} s < 8 s)" \
+	[ "${slowest:-99}" -lt 8 ]
 
 # ---- (c) 20 SIGHUPs in a tight loop -------------------------------------------
 kill -TERM "$M"

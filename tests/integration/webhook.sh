@@ -18,10 +18,11 @@
 #      warning line for the outage, then "works again" with the count of
 #      the lines held back.
 #   7. SIGTERM while the receiver has answered two of three deliveries of
-#      one chunk and holds the third longer than half of shutdown_timeout:
-#      the relay gives the third up then, says so, marks the two delivered
-#      rows sent, exits 0 before the master's SIGKILL; after a restart,
-#      once its lease has ended, the third row is delivered again.
+#      one chunk (204 and 500) and holds the third longer than half of
+#      shutdown_timeout: the relay gives the third up then, says so,
+#      records the two answers (one row sent, one attempt failed), exits 0
+#      before the master's SIGKILL; after a restart the failed row is
+#      retried and, once its lease has ended, the third delivered again.
 # The secret never appears in outboxd's log.  Consumers are off (no AWS).
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
@@ -227,7 +228,7 @@ sed -e 's/^shutdown_timeout = .*/shutdown_timeout = 2000/' \
 	"$T_DIR/outbox.conf" >"$T_DIR/outbox-stop.conf"
 outboxd_start "$T_DIR/outbox-stop.conf" stop
 M=$(proc_pid "$OUTBOXD_PIDFILE")
-script '[204, 204]' '{"status": 204, "delay_ms": 20000}'
+script '[204, 500]' '{"status": 204, "delay_ms": 20000}'
 before=$(wc -l <"$REC")
 sql "INSERT INTO outbox (event_type, ordering_key, payload)
 	SELECT 'order.created', 'stop' || i, json_build_object('n', i) FROM generate_series(1, 3) i"
@@ -247,14 +248,16 @@ check_eq "7: workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_time
 check_eq "7: the relay exited 0" 1 \
 	"$(grep -cE 'role=master .*msg="relay 1 pid=[0-9]+ exited with status 0"' "$OUTBOXD_LOG" || true)"
 check "7: the relay said what it gave up, and when" \
-	grep -qE 'role=relay\.1 .*msg="stopping with 1 webhook deliveries still unanswered 1000 ms after the stop signal: their rows are published again when their lease ends \(relay.lease 6000 ms\); 2 delivered row\(s\) of the same requests are marked sent"' "$OUTBOXD_LOG"
-check_eq "7: the two delivered rows marked sent by the stopped relay" 2 \
+	grep -qE 'role=relay\.1 .*msg="stopping with 1 webhook deliveries still unanswered 1000 ms after the stop signal: their rows are published again when their lease ends \(relay.lease 6000 ms\); the 2 answered row\(s\) of the same requests are recorded"' "$OUTBOXD_LOG"
+check_eq "7: the delivered row marked sent by the stopped relay" 1 \
 	"$(sql "SELECT count(*) FROM outbox WHERE ordering_key LIKE 'stop%' AND status = 'sent'")"
+check_eq "7: the row answered 500 recorded as a failed attempt, to retry" 1 \
+	"$(sql "SELECT count(*) FROM outbox WHERE ordering_key LIKE 'stop%' AND status = 'pending' AND claim IS NULL AND attempts = 1 AND last_error LIKE 'webhook HTTP 500%'")"
 script '[]' 204
 outboxd_start "$T_DIR/outbox-stop.conf" stop2
 stop_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE ordering_key LIKE 'stop%' AND status = 'sent'")" = 3 ]; }
 wait_until 20 "the 3 given-up rows sent after their lease" stop_sent || true
 check_eq "7: given-up rows sent after the restart" 3 \
 	"$(sql "SELECT count(*) FROM outbox WHERE ordering_key LIKE 'stop%' AND status = 'sent'")"
-check_eq "7: deliveries of them (three, then the given-up one again after its lease)" 4 \
+check_eq "7: deliveries of them (three, the retry of the 500, the given-up one after its lease)" 5 \
 	"$(( $(wc -l <"$REC") - before ))"
