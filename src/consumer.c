@@ -418,13 +418,13 @@ consumer_give_up_cb(evutil_socket_t fd, short what, void *arg)
 		    "hand unanswered %ld ms after the stop signal: SQS delivers "
 		    "the messages again after the visibility timeout",
 		    c->batch->pending, c->batch->n,
-		    c->conf->shutdown_timeout / 2);
+		    proc_give_up_ms(c->conf));
 	else
 		log_warnx("stopping with the DeleteMessageBatch of the %d "
 		    "message(s) in hand unanswered %ld ms after the stop "
 		    "signal: SQS delivers them again after the visibility "
 		    "timeout (their items are written)", c->batch->n,
-		    c->conf->shutdown_timeout / 2);
+		    proc_give_up_ms(c->conf));
 	event_base_loopbreak(c->base);
 }
 
@@ -435,8 +435,6 @@ static void
 consumer_on_stop(void *arg, int deadline)
 {
 	struct consumer	*c = arg;
-	struct timeval	 tv;
-	long		 ms = c->conf->shutdown_timeout / 2;
 
 	if (c->batch == NULL && (deadline || !c->receiving)) {
 		/*
@@ -454,13 +452,10 @@ consumer_on_stop(void *arg, int deadline)
 	}
 	c->stopping = 1;
 	if (deadline && c->batch != NULL &&
-	    !evtimer_pending(c->give_up, NULL)) {
-		/* Half of shutdown_timeout: the master kills at the whole. */
+	    proc_give_up_arm(c->give_up, c->conf))
 		log_info("stopping after the %d message(s) in hand (giving "
-		    "them up after %ld ms)", c->batch->n, ms);
-		tv = clock_tv(ms);
-		evtimer_add(c->give_up, &tv);
-	}
+		    "them up after %ld ms)", c->batch->n,
+		    proc_give_up_ms(c->conf));
 }
 
 int

@@ -17,6 +17,7 @@
 #include <sys/time.h>
 
 struct event_base;
+struct event;
 struct cJSON;
 struct curl_slist;
 struct pg_conn;
@@ -243,6 +244,13 @@ void		 log_limit_flush(void);
  */
 int		 proc_worker_signals(struct event_base *base,
 		    void (*on_stop)(void *, int deadline), void *arg);
+/* A worker stopping with a deadline (on_stop(arg, 1)) and calls to a broker
+ * still unanswered gives them up this many ms after the stop signal, so
+ * that it exits before the master kills it: half of shutdown_timeout. */
+long		 proc_give_up_ms(const struct conf *);
+/* Arm the give-up timer ev for proc_give_up_ms() unless it is armed
+ * already.  Returns 1 if it armed it, 0 if not. */
+int		 proc_give_up_arm(struct event *ev, const struct conf *);
 /* Call when the worker's event loop has ended: stop signals are held from
  * then on, so a late one cannot kill a worker that is exiting cleanly;
  * the signal events of proc_worker_signals() are freed. */
@@ -502,7 +510,11 @@ int		 sink_sqs_publish(struct httpc *, const struct conf *,
  * HMAC-SHA256 over "id.timestamp.body" with conf->webhook.secret).
  * 2xx = SINK_SENT; 408, 429, 5xx, connect errors and timeouts =
  * SINK_RETRY (retry_after from Retry-After); other 4xx = SINK_REJECTED.
- * Returns -1 (done never runs) if no request could be started.
+ * Each message's outcome is filled in as its own answer comes: until done
+ * runs, a message whose outcome is SINK_RETRY and whose error is NULL is
+ * still at the receiver (a relay giving up at a stop reads this; msgs
+ * must come with every error NULL).  Returns -1 (done never runs) if no
+ * request could be started.
  */
 #define SINK_HTTP_MAX_BATCH	10
 int		 sink_http_publish(struct httpc *, const struct conf *,

@@ -162,6 +162,25 @@ proc_worker_done(void)
 	log_limit_flush();
 }
 
+long
+proc_give_up_ms(const struct conf *c)
+{
+	/* Half: the master kills at the whole. */
+	return c->shutdown_timeout / 2;
+}
+
+int
+proc_give_up_arm(struct event *ev, const struct conf *c)
+{
+	struct timeval	tv;
+
+	if (evtimer_pending(ev, NULL))
+		return 0;
+	tv = clock_tv(proc_give_up_ms(c));
+	evtimer_add(ev, &tv);
+	return 1;
+}
+
 int
 proc_worker_signals(struct event_base *base, void (*on_stop)(void *, int),
     void *arg)

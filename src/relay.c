@@ -1300,11 +1300,10 @@ relay_give_up_cb(evutil_socket_t fd, short what, void *arg)
 		return;		/* only a statement left: relay_maybe_done() */
 	TAILQ_FOREACH(ch, &r->at_sinkq, entry) {
 		/* A webhook chunk is a POST per row, some of them answered
-		 * already: sink_http_publish() set every row's outcome to
-		 * SINK_RETRY and no error before it started them, and an
-		 * answer sets SINK_SENT, or an error.  Those answers are
-		 * recorded like any other (sent_at is now, a little late).
-		 * An SQS chunk is one request, unanswered as a whole. */
+		 * already (sink_http_publish() says how to tell): those
+		 * answers are recorded like any other (sent_at is now, a
+		 * little late).  An SQS chunk is one request, unanswered as
+		 * a whole. */
 		ch->acked_us = clock_wall_us();
 		for (i = 0; i < ch->n; i++) {
 			const struct outbox_msg	*m = &ch->msgs[i];
@@ -1326,15 +1325,14 @@ relay_give_up_cb(evutil_socket_t fd, short what, void *arg)
 		    "%ld ms after the stop signal: their rows are published "
 		    "again when their lease ends (relay.lease %ld ms); the %d "
 		    "answered row(s) of the same requests are recorded", hung,
-		    r->conf->shutdown_timeout / 2, r->conf->relay.lease,
-		    answered);
+		    proc_give_up_ms(r->conf), r->conf->relay.lease, answered);
 	else
 		log_warnx("stopping with %d row(s) given to %s still unanswered "
 		    "%ld ms after the stop signal: they are published again "
 		    "when their lease ends (relay.lease %ld ms)", hung,
 		    r->conf->relay.sink == CONF_SINK_SQS ?
 		    "SQS (SendMessageBatch)" : "the webhook",
-		    r->conf->shutdown_timeout / 2, r->conf->relay.lease);
+		    proc_give_up_ms(r->conf), r->conf->relay.lease);
 	event_base_loopbreak(r->base);
 }
 
@@ -1345,8 +1343,6 @@ static void
 relay_stop(void *arg, int deadline)
 {
 	struct relay	*r = arg;
-	struct timeval	 tv;
-	long		 ms = r->conf->shutdown_timeout / 2;
 
 	if (!r->stopping) {
 		r->stopping = 1;
@@ -1361,14 +1357,10 @@ relay_stop(void *arg, int deadline)
 		relay_pump(r);
 		relay_maybe_done(r);
 	}
-	if (deadline && r->at_sink > 0 && !evtimer_pending(r->give_up, NULL)) {
-		/* Half of shutdown_timeout: the master kills at the whole. */
+	if (deadline && r->at_sink > 0 && proc_give_up_arm(r->give_up, r->conf))
 		log_info("stopping after the %d row(s) at the sink (giving up "
 		    "those still unanswered after %ld ms)",
-		    relay_at_sink_rows(r), ms);
-		tv = clock_tv(ms);
-		evtimer_add(r->give_up, &tv);
-	}
+		    relay_at_sink_rows(r), proc_give_up_ms(r->conf));
 }
 
 int
