@@ -168,24 +168,6 @@ hung_start() {
 		jq -r .id <<<"$HTTP_BODY" >>"$T_DIR/$1.ids"
 	done
 }
-# hung_stop PHASE WORKER WHAT -- SIGTERM to the master while WORKER ("consumer
-# 1") waits for WHAT: all gone with exit 0 before shutdown_timeout, none killed
-hung_stop() {
-	local t0 t_exit rc=0
-	t0=$(now_ms)
-	kill -TERM "$M"
-	wait_until $((SHUTDOWN_MS / 1000 + 5)) "outboxd to exit after SIGTERM" gone || true
-	t_exit=$(($(now_ms) - t0))
-	if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
-	say "($1) SIGTERM with $3 hanging: master gone after $t_exit ms, exit status $rc"
-	check_eq "($1) exit status after SIGTERM" 0 "$rc"
-	check "($1) exited before shutdown_timeout, when the master would kill ($t_exit ms < $SHUTDOWN_MS ms)" \
-		[ "$t_exit" -lt "$SHUTDOWN_MS" ]
-	check_eq "($1) workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
-	check "($1) the $2 exited 0" \
-		grep -qE "role=master .*msg=\"$2 pid=[0-9]+ exited with status 0\"" "$OUTBOXD_LOG"
-	check_eq "($1) workers killed" 0 "$(grep -c 'killed by signal' "$OUTBOXD_LOG" || true)"
-}
 # fulfilled_once PHASE SECONDS -- each order of PHASE gets exactly one item
 fulfilled_once() {
 	local id
@@ -215,7 +197,7 @@ hung_start d "$T_DIR/outbox-d.conf" ddb-hangs
 puts_held() { [ "$(stat_of ddbfault '.stats.by_action.PutItem // 0')" -ge 1 ]; }
 check "(d) a PutItem of the consumer is held by the DynamoDB proxy" \
 	wait_until 15 "a PutItem at the proxy" puts_held
-hung_stop d "consumer 1" DynamoDB
+stop_before_kill "(d)" "$SHUTDOWN_MS" "consumer 1" 1 DynamoDB
 check "(d) the consumer said what it gave up, and when" \
 	grep -qE "role=consumer\.1 .*msg=\"stopping with [1-3] PutItem\(s\) of the [1-3] message\(s\) in hand unanswered $((SHUTDOWN_MS / 2)) ms after the stop signal: SQS delivers the messages again after the visibility timeout\"" "$OUTBOXD_LOG"
 curl -fsS -o /dev/null -X POST "$DP/__fault" --data-binary '{"mode":"pass"}' ||
@@ -251,7 +233,7 @@ sleep $((SHUTDOWN_MS / 2000 + 1))
 check_eq "(e) give-ups by the relay a reload retired, past half of shutdown_timeout" 0 \
 	"$(grep -c 'still unanswered' "$OUTBOXD_LOG" || true)"
 check "(e) ... which is still waiting for its request" grep -q 'msg="retired by a reload: finishing work in hand"' "$OUTBOXD_LOG"
-hung_stop e "relay 1" SQS
+stop_before_kill "(e)" "$SHUTDOWN_MS" "relay 1" 2 SQS
 check "(e) the relay said what it gave up, and when" \
 	grep -qE "role=relay\.1 .*msg=\"stopping with [1-3] row\(s\) given to SQS \(SendMessageBatch\) still unanswered $((SHUTDOWN_MS / 2)) ms after the stop signal: they are published again when their lease ends \(relay.lease 20000 ms\)\"" "$OUTBOXD_LOG"
 check_eq "(e) rows marked sent by the stopped relay" 0 \

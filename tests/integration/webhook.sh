@@ -234,19 +234,7 @@ sql "INSERT INTO outbox (event_type, ordering_key, payload)
 	SELECT 'order.created', 'stop' || i, json_build_object('n', i) FROM generate_series(1, 3) i"
 arrived() { [ "$(wc -l <"$REC")" -ge $((before + 3)) ]; }
 check "7: the 3 rows' deliveries reached the receiver" wait_until 10 "3 deliveries" arrived
-gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
-t0=$(now_ms)
-kill -TERM "$M"
-wait_until 6 "outboxd to exit after SIGTERM" gone || true
-t_exit=$(($(now_ms) - t0))
-rc=0
-if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
-say "7: SIGTERM with the receiver hanging: master gone after $t_exit ms, exit status $rc"
-check_eq "7: exit status after SIGTERM" 0 "$rc"
-check "7: exited before shutdown_timeout, when the master would kill ($t_exit ms < 2000 ms)" [ "$t_exit" -lt 2000 ]
-check_eq "7: workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
-check_eq "7: the relay exited 0" 1 \
-	"$(grep -cE 'role=master .*msg="relay 1 pid=[0-9]+ exited with status 0"' "$OUTBOXD_LOG" || true)"
+stop_before_kill "7:" 2000 "relay 1" 1 "the receiver"
 check "7: the relay said what it gave up, and when" \
 	grep -qE 'role=relay\.1 .*msg="stopping with 1 webhook deliveries still unanswered 1000 ms after the stop signal: their rows are published again when their lease ends \(relay.lease 6000 ms\); the 2 answered row\(s\) of the same requests are recorded"' "$OUTBOXD_LOG"
 check_eq "7: the delivered row marked sent by the stopped relay" 1 \

@@ -246,6 +246,29 @@ outboxd_stop() {
 	proc_stop "$pf" 20
 }
 
+# stop_before_kill LABEL SHUTDOWN_MS WORKER N WHAT -- SIGTERM to the master
+# ($M) while WORKER ("relay 1") waits for WHAT, a broker that does not
+# answer: the master is gone with exit 0 before SHUTDOWN_MS, when it would
+# kill, no worker was killed, and N processes of WORKER exited 0 (a reload
+# leaves two).  LABEL prefixes each check's name.
+stop_before_kill() {
+	local label=$1 ms=$2 worker=$3 n=$4 what=$5 t0 t_exit rc=0
+	_stop_gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
+	t0=$(now_ms)
+	kill -TERM "$M"
+	wait_until $((ms / 1000 + 5)) "outboxd to exit after SIGTERM" _stop_gone || true
+	t_exit=$(($(now_ms) - t0))
+	if _stop_gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
+	say "$label SIGTERM with $what hanging: master gone after $t_exit ms, exit status $rc"
+	check_eq "$label exit status after SIGTERM" 0 "$rc"
+	check "$label exited before shutdown_timeout, when the master would kill ($t_exit ms < $ms ms)" \
+		[ "$t_exit" -lt "$ms" ]
+	check_eq "$label workers killed by the shutdown timeout" 0 "$(grep -c 'shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
+	check_eq "$label workers killed" 0 "$(grep -c 'killed by signal' "$OUTBOXD_LOG" || true)"
+	check_eq "$label the $worker exited 0" "$n" \
+		"$(grep -cE "role=master .*msg=\"$worker pid=[0-9]+ exited with status 0\"" "$OUTBOXD_LOG" || true)"
+}
+
 # outboxd_pgid_procs PIDFILE -- pids still in outboxd's process group
 outboxd_group_pids() {
 	local pgid=$1
