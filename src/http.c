@@ -176,14 +176,18 @@ static const char http_sql_trigger[] =
 	"AND pg_get_triggerdef(oid) NOT LIKE '%outboxd.notify%')";
 
 static const char http_sql_notify[] = "NOTIFY " OUTBOX_CHANNEL;
+/* A handed-off row nobody will read (http_give_back()): free for any
+ * relay's claim, if it is still under the one its insert set. */
+static const char http_sql_give_back[] = "UPDATE outbox SET claim = NULL, "
+    "available_at = now() WHERE id = $1 AND claim = $2";
 
 struct http_worker;
 
 enum http_job_kind { HTTP_JOB_INSERT, HTTP_JOB_GET, HTTP_JOB_NOTIFY,
-	HTTP_JOB_STATS };
+	HTTP_JOB_STATS, HTTP_JOB_GIVE_BACK };
 
 /* A request waiting for, or using, a database connection (req is NULL
- * for our own NOTIFY). */
+ * for our own NOTIFY and GIVE_BACK statements). */
 struct http_job {
 	TAILQ_ENTRY(http_job)	 entry;
 	struct evhttp_request	*req;
@@ -201,6 +205,7 @@ struct http_job {
 						   relay 1 */
 	int64_t			 handoff_claim;	/* ... its claim token */
 	int64_t			 handoff_us;	/* ... sent at (monotonic) */
+	int64_t			 row_id;	/* GIVE_BACK: the outbox row */
 	PGresult		*res;		/* its result, kept until the
 						   Sync says committed */
 };
@@ -253,6 +258,10 @@ struct http_worker {
 	int			 unflushed;	/* answers not yet written */
 	int			 replying;	/* in evhttp_send_reply() */
 	int			 stopping;
+	int			 stopped;	/* a stop, not a reload's retire */
+	struct http_jobq	 give_backq;	/* GIVE_BACK jobs to submit */
+	struct event		*give_back_ev;	/* ... from the loop */
+	int			 giving_back;	/* ... not yet answered */
 	int			 notify_self;	/* no trigger notifies */
 	int			 notify_dirty;	/* orders since the last */
 	struct event		*notify_ev;	/* the NOTIFY window */
@@ -322,6 +331,7 @@ static void	http_db_connect(struct http_db *);
 static void	http_notify(struct http_worker *);
 static int	http_handoff_claim(struct http_worker *);
 static void	http_handoff(struct http_worker *, struct http_job *);
+static void	http_give_back(struct http_worker *, int64_t, int64_t);
 static int	http_notify_claim(struct http_worker *);
 static void	http_stats_reply(struct http_worker *, struct evhttp_request *,
 		    int, const char *);
@@ -409,15 +419,17 @@ http_route(const char *path)
 
 /* ---- answering ------------------------------------------------------- */
 
-/* A stopping worker leaves its loop once every request is answered and
- * every answer written, or HTTP_FLUSH_MS after the last answer if a client
- * does not take its answer. */
+/* A stopping worker leaves its loop once every request is answered, every
+ * handed-off row given back (http_give_back()) and every answer written,
+ * or HTTP_FLUSH_MS after the last answer if a client does not take its
+ * answer. */
 static void
 http_maybe_exit(struct http_worker *w)
 {
 	struct timeval	tv = clock_tv(HTTP_FLUSH_MS);
 
-	if (!w->stopping || !w->drained || w->inflight > 0)
+	if (!w->stopping || !w->drained || w->inflight > 0 ||
+	    w->giving_back > 0)
 		return;
 	if (w->unflushed == 0)
 		event_base_loopexit(w->base, NULL);
@@ -551,6 +563,7 @@ http_job_get(struct http_worker *w)
 		w->nspare--;
 	} else if ((job = malloc(sizeof(*job))) == NULL)
 		return NULL;
+	job->kind = HTTP_JOB_INSERT;	/* not a stale GIVE_BACK */
 	job->next = NULL;
 	job->nbatch = 1;
 	job->notify = 0;
@@ -572,6 +585,8 @@ http_job_put(struct http_worker *w, struct http_job *job)
 			PQclear(job->res);
 			job->res = NULL;
 		}
+		if (job->kind == HTTP_JOB_GIVE_BACK && --w->giving_back == 0)
+			http_maybe_exit(w);
 		if (w->nspare >= HTTP_JOBS_KEPT) {
 			free(job);
 			continue;
@@ -614,7 +629,8 @@ http_job_submit(struct http_worker *w, struct http_job *job)
 	int		 i;
 
 	if (w->nup == 0) {
-		http_unavailable(w, job->req);
+		if (job->req != NULL)
+			http_unavailable(w, job->req);
 		http_job_put(w, job);
 		return;
 	}
@@ -629,7 +645,7 @@ http_job_submit(struct http_worker *w, struct http_job *job)
 		http_db_run(best, job);
 		return;
 	}
-	if (w->queued >= HTTP_QUEUE_MAX) {
+	if (w->queued >= HTTP_QUEUE_MAX && job->req != NULL) {
 		http_error(w, job->req, 503, "database_unavailable",
 		    "too many requests are waiting for the database");
 		http_job_put(w, job);
@@ -886,9 +902,13 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 		http_db_answer_batch(db, job, res);
 		return;
 	}
-	if (req == NULL) {		/* our NOTIFY */
+	if (req == NULL) {		/* our NOTIFY or GIVE_BACK */
 		if (PQresultStatus(res) != PGRES_COMMAND_OK)
 			http_db_log_result(db, res);
+		else if (job->kind == HTTP_JOB_GIVE_BACK)
+			log_info("gave back outbox row %" PRId64 " (committed "
+			    "after the stop signal, for relay 1): any relay "
+			    "may publish it now", job->row_id);
 		return;
 	}
 	job->req = NULL;
@@ -1333,7 +1353,7 @@ http_db_run(struct http_db *db, struct http_job *job)
 	static char	 ids[HTTP_BATCH_MAX * (2 * ORDER_CUSTOMER_ID_MAX + 3) + 3];
 	static char	 amounts[HTTP_BATCH_MAX * 22 + 3];
 	const char	*values[4];
-	char		 claim[24], lease[24];
+	char		 claim[24], lease[24], row[24];
 	int		 ok;
 
 	TAILQ_INSERT_TAIL(&db->sent, job, entry);
@@ -1374,6 +1394,14 @@ http_db_run(struct http_db *db, struct http_job *job)
 	} else if (job->kind == HTTP_JOB_STATS)
 		ok = PQsendQueryParams(db->pg, metrics_outbox_sql, 0, NULL,
 		    NULL, NULL, NULL, 0);
+	else if (job->kind == HTTP_JOB_GIVE_BACK) {
+		snprintf(row, sizeof(row), "%" PRId64, job->row_id);
+		snprintf(claim, sizeof(claim), "%" PRId64, job->handoff_claim);
+		values[0] = row;
+		values[1] = claim;
+		ok = PQsendQueryParams(db->pg, http_sql_give_back, 2, NULL,
+		    values, NULL, NULL, 0);
+	}
 	else
 		ok = PQsendQueryParams(db->pg, http_sql_notify, 0, NULL, NULL,
 		    NULL, NULL, 0);
@@ -1485,6 +1513,10 @@ http_handoff(struct http_worker *w, struct http_job *job)
 	row.payload_len = PQgetlength(res, 0, HTTP_COL_PAYLOAD);
 	row.created_ms = strtoll(PQgetvalue(res, 0, HTTP_COL_CREATED_MS),
 	    NULL, 10);
+	if (w->stopped) {
+		http_give_back(w, row.id, row.claim);
+		return;
+	}
 	if (handoff_send(&row) == 0)
 		return;
 	metrics_handoff(0, 1);
@@ -1492,6 +1524,52 @@ http_handoff(struct http_worker *w, struct http_job *job)
 	    PRId64 " to relay 1 (%s): it is published when its lease ends "
 	    "(relay.lease)", row.id, errno == EAGAIN ? "relay 1 is not "
 	    "reading" : strerror(errno));
+}
+
+/*
+ * An order whose row was written claimed for relay 1 committed after the
+ * stop signal: relay 1 got it too and may be gone, and the master keeps
+ * the socket only for a reload's new relay 1, so the row would wait for
+ * its lease (relay.lease), after the restart that usually follows a stop.
+ * Give it back instead: free for any relay's claim.  Sent from the loop
+ * (http_on_give_back()), never from inside a connection's result
+ * processing; the worker does not leave before the answer.
+ */
+static void
+http_give_back(struct http_worker *w, int64_t id, int64_t claim)
+{
+	struct http_job	*job;
+
+	if (w->give_back_ev == NULL || (job = http_job_get(w)) == NULL) {
+		log_warnx("could not give back outbox row %" PRId64 ": it is "
+		    "published when its lease ends (relay.lease)", id);
+		return;
+	}
+	job->kind = HTTP_JOB_GIVE_BACK;
+	job->req = NULL;
+	job->row_id = id;
+	job->handoff_claim = claim;
+	TAILQ_INSERT_TAIL(&w->give_backq, job, entry);
+	w->giving_back++;
+	event_active(w->give_back_ev, EV_TIMEOUT, 1);
+}
+
+static void
+http_on_give_back(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_worker	*w = arg;
+	struct http_job		*job;
+
+	(void)fd;
+	(void)what;
+	while ((job = TAILQ_FIRST(&w->give_backq)) != NULL) {
+		TAILQ_REMOVE(&w->give_backq, job, entry);
+		if (w->nup == 0)
+			log_warnx("could not give back outbox row %" PRId64
+			    ": no database connection; it is published when "
+			    "its lease ends (relay.lease)", job->row_id);
+		http_job_submit(w, job);
+	}
 }
 
 /* May an order's transaction carry a NOTIFY now?  Only when no window is
@@ -2081,7 +2159,10 @@ http_on_stop(void *arg, int deadline)
 {
 	struct http_worker	*w = arg;
 
-	(void)deadline;		/* requests are short: no give-up */
+	/* Requests are short: no give-up.  But a stop, unlike a retire,
+	 * leaves no relay 1 to read handed-off rows (http_give_back()). */
+	if (deadline)
+		w->stopped = 1;
 	if (w->stopping)
 		return;
 	w->stopping = 1;
@@ -2141,6 +2222,12 @@ http_worker_free(struct http_worker *w)
 	free(w->dbs);
 	if (w->notify_ev != NULL)
 		event_free(w->notify_ev);
+	if (w->give_back_ev != NULL)
+		event_free(w->give_back_ev);
+	while ((job = TAILQ_FIRST(&w->give_backq)) != NULL) {
+		TAILQ_REMOVE(&w->give_backq, job, entry);
+		free(job);
+	}
 	if (w->drain_ev != NULL)
 		event_free(w->drain_ev);
 	while ((job = TAILQ_FIRST(&w->queue)) != NULL) {
@@ -2225,6 +2312,7 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 	w.conf = conf;
 	w.index = index;
 	TAILQ_INIT(&w.queue);
+	TAILQ_INIT(&w.give_backq);
 	TAILQ_INIT(&w.spare);
 	TAILQ_INIT(&w.conns);
 	w.max_body = conf->http.max_body_size > 0 ?
@@ -2241,7 +2329,8 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 		goto fail;
 	}
 	if ((w.notify_ev = evtimer_new(w.base, http_notify_window, &w)) ==
-	    NULL) {
+	    NULL || (w.give_back_ev = evtimer_new(w.base, http_on_give_back,
+	    &w)) == NULL) {
 		log_warnx("evtimer_new failed");
 		goto fail;
 	}

@@ -50,6 +50,7 @@
 #define RELAY_MAX_INFLIGHT	320	/* rows claimed, not yet recorded */
 #define RELAY_LOW_WATER		(RELAY_MAX_INFLIGHT / 2) /* claim again */
 #define RELAY_HTTP_CHUNK	4	/* webhook POSTs per chunk */
+#define RELAY_GIVE_BACK_MAX	100	/* handed-off rows a statement */
 #define RELAY_RECORD_MS		2	/* sent rows wait at most this */
 #define RELAY_RECONNECT_MIN	100	/* ms */
 #define RELAY_RECONNECT_MAX	5000	/* ms */
@@ -156,6 +157,7 @@ struct relay {
 	unsigned		 prepared;	/* relay_stmt bits, this conn */
 	int			 followers;	/* marked rows' keys have more */
 	int			 stopping;
+	int			 stopped;	/* a stop, not a reload's retire */
 };
 
 static void	relay_kick(struct relay *);
@@ -609,19 +611,44 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 }
 
 /*
- * Give the rows of every chunk still waiting for the sink back at once,
- * unpublished, with one statement (stopping: publishing them could take
- * longer than shutdown_timeout, and a relay killed then leaves them to the
- * lease).  Each row only if it is still under this relay's claim.
+ * Give n claimed rows back, unpublished, with one statement: any relay may
+ * claim them at once.  Each row only if it is still under the claim that
+ * took it.  what: the rows, for the log line.
+ */
+static void
+relay_give_back(struct relay *r, const int64_t *ids, const int64_t *claims,
+    int n, const char *what)
+{
+	char		*ids_arr, *claims_arr;
+	const char	*p[2];
+	PGresult	*res;
+
+	if ((ids_arr = db_int8_array(ids, n)) == NULL ||
+	    (claims_arr = db_int8_array(claims, n)) == NULL)
+		fatal("malloc");
+	p[0] = ids_arr;
+	p[1] = claims_arr;
+	res = relay_exec(r, "UPDATE outbox o SET claim = NULL, "
+	    "available_at = now() FROM unnest($1::bigint[], $2::bigint[]) "
+	    "AS d(id, claim) WHERE o.id = d.id AND o.claim = d.claim", 2, p,
+	    PGRES_COMMAND_OK);
+	if (res != NULL)
+		log_info("gave back %s %s", PQcmdTuples(res), what);
+	PQclear(res);
+	free(ids_arr);
+	free(claims_arr);
+}
+
+/*
+ * Give the rows of every chunk still waiting for the sink back at once
+ * (stopping: publishing them could take longer than shutdown_timeout, and
+ * a relay killed then leaves them to the lease).
  */
 static void
 relay_release(struct relay *r)
 {
 	struct relay_chunk	*ch;
 	int64_t			*ids, *claims;
-	char			*ids_arr, *claims_arr;
-	const char		*p[2];
-	PGresult		*res;
 	int			 n = 0;
 
 	if (TAILQ_EMPTY(&r->ready))
@@ -640,23 +667,47 @@ relay_release(struct relay *r)
 		r->inflight -= ch->n;
 		relay_chunk_free(ch);
 	}
-	if ((ids_arr = db_int8_array(ids, n)) == NULL ||
-	    (claims_arr = db_int8_array(claims, n)) == NULL)
-		fatal("malloc");
-	p[0] = ids_arr;
-	p[1] = claims_arr;
-	res = relay_exec(r, "UPDATE outbox o SET claim = NULL, "
-	    "available_at = now() FROM unnest($1::bigint[], $2::bigint[]) "
-	    "AS d(id, claim) WHERE o.id = d.id AND o.claim = d.claim", 2, p,
-	    PGRES_COMMAND_OK);
-	if (res != NULL)
-		log_info("gave back %s claimed row(s) not yet published",
-		    PQcmdTuples(res));
-	PQclear(res);
-	free(ids_arr);
-	free(claims_arr);
+	relay_give_back(r, ids, claims, n, "claimed row(s) not yet published");
 	free(ids);
 	free(claims);
+}
+
+/*
+ * Relay 1 leaving at a stop: give back the rows still in the handoff
+ * socket.  Nobody would read them (a reload's new relay 1 would, so a
+ * retired relay 1 leaves them there), and they would wait for their
+ * lease, after the restart that usually follows.  The HTTP workers give
+ * back themselves what commits after their own stop signal (http.c).
+ */
+static void
+relay_handoff_give_back(struct relay *r)
+{
+	static char		 buf[HANDOFF_MAX];
+	struct handoff_row	 row;
+	int64_t			 ids[RELAY_GIVE_BACK_MAX];
+	int64_t			 claims[RELAY_GIVE_BACK_MAX];
+	int			 rv, n = 0;
+
+	if (r->handoff_ev == NULL || !r->stopped || r->conn == NULL)
+		return;
+	for (;;) {
+		rv = handoff_recv(&row, buf, sizeof(buf));
+		if (rv == 0 || (rv == -1 && errno != EMSGSIZE &&
+		    errno != EBADMSG))
+			break;
+		if (rv == 1) {
+			ids[n] = row.id;
+			claims[n++] = row.claim;
+		}
+		if (n == RELAY_GIVE_BACK_MAX) {
+			relay_give_back(r, ids, claims, n,
+			    "handed-off row(s) at the stop");
+			n = 0;
+		}
+	}
+	if (n > 0)
+		relay_give_back(r, ids, claims, n,
+		    "handed-off row(s) at the stop");
 }
 
 /*
@@ -1344,6 +1395,8 @@ relay_stop(void *arg, int deadline)
 {
 	struct relay	*r = arg;
 
+	if (deadline)
+		r->stopped = 1;
 	if (!r->stopping) {
 		r->stopping = 1;
 		retention_stop(r->retention);
@@ -1422,6 +1475,7 @@ relay_main(struct conf *conf, int index)
 	relay_kick(&r);			/* rows written while we were down */
 	event_base_dispatch(r.base);
 	relay_record_sent(&r);		/* what finished in the last turn */
+	relay_handoff_give_back(&r);
 	proc_worker_done();
 	/* Left only by a forced exit: their lease brings the rows back. */
 	while ((ch = TAILQ_FIRST(&r.ready)) != NULL) {

@@ -23,7 +23,13 @@
 #      takes no handed-off row while a statement hangs; it took every one
 #      before, 116 duplicates in a trial);
 #   6. reloaded with handoff = false: no more handoffs, rows are claimed by
-#      the relays (first_claimed_at after created_at).
+#      the relays (first_claimed_at after created_at);
+#   7. stopped (SIGTERM to the master) with handed-off rows nobody will read:
+#      relay 1 gives back those still in its socket (its backend hung when the
+#      stop came), an HTTP worker gives back the row of an order that commits
+#      after the stop signal (a trigger holds it 1.5 s); each is left pending
+#      and unclaimed (it was left claimed until its lease), and is published
+#      once after the restart.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
 . "$T_LIB/ops.sh"
@@ -65,6 +71,18 @@ once() {
 		"$(jq -r '.headers["webhook-id"]' "$REC" | sort -u | wc -l)"
 }
 metric() { scrape "$T_DIR/m" && sample "$T_DIR/m" "$1"; }
+# relay1_backend -- the pid of relay 1's PostgreSQL backend
+relay1_backend() {
+	local r1 ports bpid
+	r1=$(relay_pids | awk '$1 == 1 { print $2 }')
+	ports=$(ss -tnpH state established | awk -v p="pid=$r1," 'index($0, p) { n = split($3, a, ":"); print a[n] }' | paste -sd,)
+	bpid=$(sql "SELECT pid FROM pg_stat_activity WHERE application_name = 'outboxd relay'
+		AND client_port IN (${ports:-0})")
+	[ -n "$bpid" ] || die "no PostgreSQL backend of relay 1 (ports $ports)"
+	echo "$bpid"
+}
+reloads() { [ "$(grep -c 'msg="reload done: generation' "$OUTBOXD_LOG")" -ge "$1" ]; }
+gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
 
 say "1. orders 50 ms apart, then a burst"
 post_spaced a 60 0.05
@@ -131,11 +149,7 @@ say "5. relay 1's PostgreSQL backend hangs for longer than the lease"
 # Orders keep coming while relay 1 cannot mark what it publishes: it must
 # not take handed-off rows then (a claim would not get them either), or
 # relay 2 publishes them again when their lease ends.
-r1=$(relay_pids | awk '$1 == 1 { print $2 }')
-ports=$(ss -tnpH state established | awk -v p="pid=$r1," 'index($0, p) { n = split($3, a, ":"); print a[n] }' | paste -sd,)
-bpid=$(sql "SELECT pid FROM pg_stat_activity WHERE application_name = 'outboxd relay'
-	AND client_port IN (${ports:-0})")
-[ -n "$bpid" ] || die "no PostgreSQL backend of relay 1 (ports $ports)"
+bpid=$(relay1_backend)
 post_spaced h 100 0.05 &
 poster=$!
 sleep 1
@@ -157,7 +171,7 @@ check_eq "backend hung: rows sent" 625 "$(rows "status = 'sent'")"
 say "6. reloaded with handoff = false"
 conf false
 kill -HUP "$(proc_pid "$OUTBOXD_PIDFILE")"
-wait_until 20 "reload done" grep -q 'msg="reload done: generation' "$OUTBOXD_LOG" || true
+wait_until 20 "reload done" reloads 1 || true
 sleep 2
 ho=$(metric outboxd_handoff_rows_total)
 post_spaced f 20 0.05
@@ -166,7 +180,53 @@ check_eq "no more handoffs" "$ho" "$(metric outboxd_handoff_rows_total)"
 check_eq "rows claimed by the relays (first_claimed_at after created_at)" 20 \
 	"$(rows "payload->>'customerId' LIKE 'f-%' AND first_claimed_at > created_at")"
 
-check_eq "every POST answered 201" "201x645" \
+say "7. stopped with handed-off rows nobody will read"
+conf true
+kill -HUP "$(proc_pid "$OUTBOXD_PIDFILE")"
+wait_until 20 "second reload done" reloads 2 || true
+sleep 2
+# (a) Relay 1's backend hangs: its next poll claim (poll_interval 500 ms)
+# waits, so it reads no handed-off row; three orders wait in the socket.
+bpid=$(relay1_backend)
+kill -STOP "$bpid"
+sleep 1
+post_spaced s 3 0.05
+kill -TERM "$(proc_pid "$OUTBOXD_PIDFILE")"
+sleep 0.5
+kill -CONT "$bpid"
+wait_until 20 "outboxd exited" gone || true
+check "relay 1 gave back the 3 rows in its socket (log)" \
+	grep -q 'gave back 3 handed-off row(s) at the stop' "$OUTBOXD_LOG"
+check_eq "relay 1's handed-off rows: pending and unclaimed after the stop" 3 \
+	"$(rows "payload->>'customerId' LIKE 's-%' AND status = 'pending' AND claim IS NULL")"
+outboxd_stop
+# (b) An order that commits after the stop signal, its row written claimed
+# for relay 1, which has left.
+sql "CREATE FUNCTION slow_order() RETURNS trigger LANGUAGE plpgsql AS \$\$
+	BEGIN IF NEW.customer_id LIKE 'slow-%' THEN PERFORM pg_sleep(1.5); END IF;
+	RETURN NEW; END \$\$;
+	CREATE TRIGGER slow_order BEFORE INSERT ON orders FOR EACH ROW
+	EXECUTE FUNCTION slow_order()" >/dev/null
+outboxd_start "$T_DIR/outbox.conf"
+wait_until 20 "the given-back rows published after the restart" all_sent 648 || true
+sleep 1
+post_spaced slow 1 0 &
+poster=$!
+sleep 0.5
+kill -TERM "$(proc_pid "$OUTBOXD_PIDFILE")"
+wait "$poster"
+wait_until 20 "outboxd exited" gone || true
+check "the HTTP worker gave back the row committed after the stop signal (log)" \
+	grep -q 'gave back outbox row [0-9]* (committed after the stop signal' "$OUTBOXD_LOG"
+check_eq "that row: handed off (first_claimed_at = created_at), pending and unclaimed" 1 \
+	"$(rows "payload->>'customerId' LIKE 'slow-%' AND first_claimed_at = created_at
+		AND status = 'pending' AND claim IS NULL")"
+outboxd_stop
+sql "DROP TRIGGER slow_order ON orders" >/dev/null
+outboxd_start "$T_DIR/outbox.conf"
+once 649 "after the stops"
+
+check_eq "every POST answered 201" "201x649" \
 	"$(sort "$T_DIR/codes" | uniq -c | awk '{ printf "%s%sx%s", s, $2, $1; s = " " }')"
 check_eq "rows failed" 0 "$(rows "status = 'failed'")"
 outboxd_stop
