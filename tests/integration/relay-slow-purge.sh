@@ -161,6 +161,7 @@ sleep 1
 outboxd_stop
 kill -CONT "$pm"
 wait "$feed_pid"
+webhook_receiver_slow 0	# slow only to hold rows at the sink at the stop
 outboxd_start "$T_DIR/outbox.conf"
 sent_once hung 600 "a stop while the postmaster hung, after a restart"
 outboxd_stop
