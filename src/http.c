@@ -1401,8 +1401,7 @@ http_db_run(struct http_db *db, struct http_job *job)
 		values[1] = claim;
 		ok = PQsendQueryParams(db->pg, http_sql_give_back, 2, NULL,
 		    values, NULL, NULL, 0);
-	}
-	else
+	} else
 		ok = PQsendQueryParams(db->pg, http_sql_notify, 0, NULL, NULL,
 		    NULL, NULL, 0);
 	/* The first order after a quiet spell carries the NOTIFY in its own
