@@ -17,10 +17,15 @@
  *
  * The master opens the pair before its first fork and keeps both ends
  * for the workers of later generations (a reload, a restart): the HTTP
- * workers send on one end, relay 1 reads the other.  A datagram is never
- * split or merged, and a socketpair's sender is bounded by its send
- * buffer only (not net.unix.max_dgram_qlen, which applies to unconnected
- * peers), about 200 handed-off rows at the default size.
+ * workers send on one end, relay 1 reads the other.  At a stop no relay 1
+ * will come: the master and relay 1 shut the reading end
+ * (handoff_shut()), relay 1 gives back the rows left in it, and an HTTP
+ * worker's later send fails with EPIPE, so it gives its row back itself.
+ *
+ * A datagram is never split or merged, and a socketpair's sender is
+ * bounded by its send buffer only (not net.unix.max_dgram_qlen, which
+ * applies to unconnected peers), about 200 handed-off rows at the default
+ * size.
  *
  * A datagram is one row: struct handoff_hdr, then the event type, the
  * ordering key and the payload, not NUL-terminated.  Both ends are the
@@ -118,6 +123,18 @@ handoff_send(const struct handoff_row *row)
 		n = writev(handoff_fds[1], iov, 4);
 	while (n == -1 && errno == EINTR);
 	return n == -1 ? -1 : 0;
+}
+
+int
+handoff_shut(void)
+{
+	if (handoff_fds[0] == -1) {
+		errno = EBADF;
+		return -1;
+	}
+	/* The socket is one, shared by every holder of this end: the
+	 * master, relay 1 of each generation. */
+	return shutdown(handoff_fds[0], SHUT_RD);
 }
 
 int

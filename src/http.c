@@ -206,6 +206,7 @@ struct http_job {
 	int64_t			 handoff_claim;	/* ... its claim token */
 	int64_t			 handoff_us;	/* ... sent at (monotonic) */
 	int64_t			 row_id;	/* GIVE_BACK: the outbox row */
+	int			 given;		/* GIVE_BACK: done */
 	PGresult		*res;		/* its result, kept until the
 						   Sync says committed */
 };
@@ -258,7 +259,6 @@ struct http_worker {
 	int			 unflushed;	/* answers not yet written */
 	int			 replying;	/* in evhttp_send_reply() */
 	int			 stopping;
-	int			 stopped;	/* a stop, not a reload's retire */
 	struct http_jobq	 give_backq;	/* GIVE_BACK jobs to submit */
 	struct event		*give_back_ev;	/* ... from the loop */
 	int			 giving_back;	/* ... not yet answered */
@@ -585,8 +585,16 @@ http_job_put(struct http_worker *w, struct http_job *job)
 			PQclear(job->res);
 			job->res = NULL;
 		}
-		if (job->kind == HTTP_JOB_GIVE_BACK && --w->giving_back == 0)
-			http_maybe_exit(w);
+		if (job->kind == HTTP_JOB_GIVE_BACK) {
+			/* Whatever kept it from running (no connection, a
+			 * broken one, an error) says so here, once. */
+			if (!job->given)
+				log_warnx("could not give back outbox row %"
+				    PRId64 ": it is published when its lease "
+				    "ends (relay.lease)", job->row_id);
+			if (--w->giving_back == 0)
+				http_maybe_exit(w);
+		}
 		if (w->nspare >= HTTP_JOBS_KEPT) {
 			free(job);
 			continue;
@@ -645,7 +653,15 @@ http_job_submit(struct http_worker *w, struct http_job *job)
 		http_db_run(best, job);
 		return;
 	}
-	if (w->queued >= HTTP_QUEUE_MAX && job->req != NULL) {
+	if (job->req == NULL) {
+		/* Ours (a give-back): before the requests, which wait
+		 * anyway, so that a worker the master kills at
+		 * shutdown_timeout has done it. */
+		TAILQ_INSERT_HEAD(&w->queue, job, entry);
+		w->queued++;
+		return;
+	}
+	if (w->queued >= HTTP_QUEUE_MAX) {
 		http_error(w, job->req, 503, "database_unavailable",
 		    "too many requests are waiting for the database");
 		http_job_put(w, job);
@@ -905,10 +921,14 @@ http_db_answer(struct http_db *db, struct http_job *job, const PGresult *res)
 	if (req == NULL) {		/* our NOTIFY or GIVE_BACK */
 		if (PQresultStatus(res) != PGRES_COMMAND_OK)
 			http_db_log_result(db, res);
-		else if (job->kind == HTTP_JOB_GIVE_BACK)
-			log_info("gave back outbox row %" PRId64 " (committed "
-			    "after the stop signal, for relay 1): any relay "
-			    "may publish it now", job->row_id);
+		else if (job->kind == HTTP_JOB_GIVE_BACK) {
+			job->given = 1;
+			/* 0 rows: its lease ended and a relay took it. */
+			if (strcmp(PQcmdTuples((PGresult *)res), "1") == 0)
+				log_info("gave back outbox row %" PRId64 ": "
+				    "outboxd is stopping and relay 1 will not "
+				    "publish it; any relay may now", job->row_id);
+		}
 		return;
 	}
 	job->req = NULL;
@@ -1512,12 +1532,14 @@ http_handoff(struct http_worker *w, struct http_job *job)
 	row.payload_len = PQgetlength(res, 0, HTTP_COL_PAYLOAD);
 	row.created_ms = strtoll(PQgetvalue(res, 0, HTTP_COL_CREATED_MS),
 	    NULL, 10);
-	if (w->stopped) {
+	if (handoff_send(&row) == 0)
+		return;
+	/* Stopping (handoff_shut()), or every reader gone: nobody will
+	 * read it. */
+	if (errno == EPIPE || errno == ECONNREFUSED) {
 		http_give_back(w, row.id, row.claim);
 		return;
 	}
-	if (handoff_send(&row) == 0)
-		return;
 	metrics_handoff(0, 1);
 	log_limited(&limit, LOG_LEVEL_WARN, "could not hand outbox row %"
 	    PRId64 " to relay 1 (%s): it is published when its lease ends "
@@ -1526,13 +1548,13 @@ http_handoff(struct http_worker *w, struct http_job *job)
 }
 
 /*
- * An order whose row was written claimed for relay 1 committed after the
- * stop signal: relay 1 got it too and may be gone, and the master keeps
- * the socket only for a reload's new relay 1, so the row would wait for
- * its lease (relay.lease), after the restart that usually follows a stop.
- * Give it back instead: free for any relay's claim.  Sent from the loop
- * (http_on_give_back()), never from inside a connection's result
- * processing; the worker does not leave before the answer.
+ * An order whose row was written claimed for relay 1 committed after
+ * outboxd began to stop: the socket is shut (handoff_shut()), nobody will
+ * read the row, and it would wait for its lease (relay.lease), after the
+ * restart that usually follows a stop.  Give it back instead: free for
+ * any relay's claim.  Sent from the loop (http_on_give_back()), never
+ * from inside a connection's result processing; the worker does not leave
+ * before the answer.
  */
 static void
 http_give_back(struct http_worker *w, int64_t id, int64_t claim)
@@ -1546,6 +1568,7 @@ http_give_back(struct http_worker *w, int64_t id, int64_t claim)
 	}
 	job->kind = HTTP_JOB_GIVE_BACK;
 	job->req = NULL;
+	job->given = 0;
 	job->row_id = id;
 	job->handoff_claim = claim;
 	TAILQ_INSERT_TAIL(&w->give_backq, job, entry);
@@ -1563,10 +1586,6 @@ http_on_give_back(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	while ((job = TAILQ_FIRST(&w->give_backq)) != NULL) {
 		TAILQ_REMOVE(&w->give_backq, job, entry);
-		if (w->nup == 0)
-			log_warnx("could not give back outbox row %" PRId64
-			    ": no database connection; it is published when "
-			    "its lease ends (relay.lease)", job->row_id);
 		http_job_submit(w, job);
 	}
 }
@@ -2158,10 +2177,7 @@ http_on_stop(void *arg, int deadline)
 {
 	struct http_worker	*w = arg;
 
-	/* Requests are short: no give-up.  But a stop, unlike a retire,
-	 * leaves no relay 1 to read handed-off rows (http_give_back()). */
-	if (deadline)
-		w->stopped = 1;
+	(void)deadline;		/* requests are short: no give-up */
 	if (w->stopping)
 		return;
 	w->stopping = 1;

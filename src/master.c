@@ -621,6 +621,9 @@ master_on_signal(evutil_socket_t sig, short what, void *arg)
 		    master_running(m), m->conf->shutdown_timeout);
 		master_sd_notify("STOPPING=1");
 		m->stopping = 1;
+		/* No relay 1 will read handed-off rows any more: senders
+		 * learn it (EPIPE) and give their rows back (http.c). */
+		(void)handoff_shut();
 		master_drain(m, 0);
 		tv = clock_tv(m->conf->shutdown_timeout);
 		m->stop_timer = evtimer_new(m->base, master_stop_timeout, m);

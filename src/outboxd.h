@@ -742,9 +742,15 @@ void		 handoff_keep(enum handoff_end);
 /* 1 if this process holds the sending end. */
 int		 handoff_can_send(void);
 /* Send one row to relay 1 without blocking.  0, or -1 with errno (EAGAIN:
- * relay 1 is not reading, the row is left to its lease; EMSGSIZE: larger
- * than HANDOFF_MAX with its header). */
+ * relay 1 is not reading; EPIPE: outboxd is stopping, handoff_shut(), and
+ * nobody will read it; EMSGSIZE: larger than HANDOFF_MAX with its
+ * header). */
 int		 handoff_send(const struct handoff_row *);
+/* Master and relay 1, at a stop (not a reload): close the socket for
+ * reading.  Rows already in it stay readable; every send after it fails
+ * with EPIPE, so the sender knows at once that nobody will read the row.
+ * Returns 0, or -1 with errno. */
+int		 handoff_shut(void);
 /* The receiving end (relay 1), or -1. */
 int		 handoff_fd(void);
 /* Take one row into buf (HANDOFF_MAX bytes).  1 got one (row points into

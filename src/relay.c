@@ -613,15 +613,17 @@ relay_published(struct outbox_msg *msgs, int n, void *arg)
 /*
  * Give n claimed rows back, unpublished, with one statement: any relay may
  * claim them at once.  Each row only if it is still under the claim that
- * took it.  what: the rows, for the log line.
+ * took it.  Returns how many were, or -1 (the statement failed: logged,
+ * and the rows are left to their lease).
  */
-static void
+static int
 relay_give_back(struct relay *r, const int64_t *ids, const int64_t *claims,
-    int n, const char *what)
+    int n)
 {
 	char		*ids_arr, *claims_arr;
 	const char	*p[2];
 	PGresult	*res;
+	int		 given = -1;
 
 	if ((ids_arr = db_int8_array(ids, n)) == NULL ||
 	    (claims_arr = db_int8_array(claims, n)) == NULL)
@@ -633,10 +635,11 @@ relay_give_back(struct relay *r, const int64_t *ids, const int64_t *claims,
 	    "AS d(id, claim) WHERE o.id = d.id AND o.claim = d.claim", 2, p,
 	    PGRES_COMMAND_OK);
 	if (res != NULL)
-		log_info("gave back %s %s", PQcmdTuples(res), what);
+		given = atoi(PQcmdTuples(res));
 	PQclear(res);
 	free(ids_arr);
 	free(claims_arr);
+	return given;
 }
 
 /*
@@ -667,17 +670,19 @@ relay_release(struct relay *r)
 		r->inflight -= ch->n;
 		relay_chunk_free(ch);
 	}
-	relay_give_back(r, ids, claims, n, "claimed row(s) not yet published");
+	if ((n = relay_give_back(r, ids, claims, n)) >= 0)
+		log_info("gave back %d claimed row(s) not yet published", n);
 	free(ids);
 	free(claims);
 }
 
 /*
  * Relay 1 leaving at a stop: give back the rows still in the handoff
- * socket.  Nobody would read them (a reload's new relay 1 would, so a
+ * socket.  Nobody will read them (a reload's new relay 1 would, so a
  * retired relay 1 leaves them there), and they would wait for their
- * lease, after the restart that usually follows.  The HTTP workers give
- * back themselves what commits after their own stop signal (http.c).
+ * lease, after the restart that usually follows.  The socket was shut at
+ * the stop (handoff_shut()), so no row comes after this: an HTTP worker
+ * whose order commits later gives its row back itself (http.c).
  */
 static void
 relay_handoff_give_back(struct relay *r)
@@ -686,28 +691,38 @@ relay_handoff_give_back(struct relay *r)
 	struct handoff_row	 row;
 	int64_t			 ids[RELAY_GIVE_BACK_MAX];
 	int64_t			 claims[RELAY_GIVE_BACK_MAX];
-	int			 rv, n = 0;
+	int			 rv, more, n = 0, given = 0, left = 0;
 
-	if (r->handoff_ev == NULL || !r->stopped || r->conn == NULL)
+	if (r->handoff_ev == NULL || !r->stopped)
 		return;
-	for (;;) {
+	do {
 		rv = handoff_recv(&row, buf, sizeof(buf));
-		if (rv == 0 || (rv == -1 && errno != EMSGSIZE &&
-		    errno != EBADMSG))
-			break;
+		/* A malformed datagram (EMSGSIZE, EBADMSG) is skipped; any
+		 * other error ends the reading. */
+		more = rv == 1 || (rv == -1 && (errno == EMSGSIZE ||
+		    errno == EBADMSG));
 		if (rv == 1) {
 			ids[n] = row.id;
 			claims[n++] = row.claim;
 		}
-		if (n == RELAY_GIVE_BACK_MAX) {
-			relay_give_back(r, ids, claims, n,
-			    "handed-off row(s) at the stop");
+		if (n > 0 && (n == RELAY_GIVE_BACK_MAX || !more)) {
+			int	g = r->conn != NULL ?
+				    relay_give_back(r, ids, claims, n) : -1;
+
+			if (g >= 0)
+				given += g;
+			else
+				left += n;
 			n = 0;
 		}
-	}
-	if (n > 0)
-		relay_give_back(r, ids, claims, n,
-		    "handed-off row(s) at the stop");
+	} while (more);
+	if (given > 0)
+		log_info("gave back %d handed-off row(s) at the stop", given);
+	if (left > 0)
+		log_warnx("could not give back %d handed-off row(s) at the "
+		    "stop (%s): they are published when their lease ends "
+		    "(relay.lease)", left, r->conn == NULL ? "no database "
+		    "connection" : "the statement failed");
 }
 
 /*
@@ -1395,6 +1410,13 @@ relay_stop(void *arg, int deadline)
 {
 	struct relay	*r = arg;
 
+	if (deadline && !r->stopped && r->handoff_ev != NULL) {
+		/* Nobody will read handed-off rows after this relay 1:
+		 * senders learn it, relay_handoff_give_back() takes the
+		 * rest. */
+		if (handoff_shut() == -1)
+			log_warn("handoff socket shutdown");
+	}
 	if (deadline)
 		r->stopped = 1;
 	if (!r->stopping) {

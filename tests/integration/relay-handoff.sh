@@ -26,10 +26,11 @@
 #      the relays (first_claimed_at after created_at);
 #   7. stopped (SIGTERM to the master) with handed-off rows nobody will read:
 #      relay 1 gives back those still in its socket (its backend hung when the
-#      stop came), an HTTP worker gives back the row of an order that commits
-#      after the stop signal (a trigger holds it 1.5 s); each is left pending
-#      and unclaimed (it was left claimed until its lease), and is published
-#      once after the restart.
+#      stop came); an HTTP worker held (SIGSTOP) across the stop while its
+#      order commits (a trigger holds it 1.5 s) finds the socket shut and
+#      gives the row back itself; each is left pending and unclaimed (it was
+#      left claimed until its lease), and is published once after the
+#      restart.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
 . "$T_LIB/ops.sh"
@@ -200,8 +201,9 @@ check "relay 1 gave back the 3 rows in its socket (log)" \
 check_eq "relay 1's handed-off rows: pending and unclaimed after the stop" 3 \
 	"$(rows "payload->>'customerId' LIKE 's-%' AND status = 'pending' AND claim IS NULL")"
 outboxd_stop
-# (b) An order that commits after the stop signal, its row written claimed
-# for relay 1, which has left.
+# (b) An order written claimed for relay 1 whose commit its HTTP worker
+# handles only after relay 1 has left: the worker is held across the stop,
+# and may handle the commit before its own stop signal.
 sql "CREATE FUNCTION slow_order() RETURNS trigger LANGUAGE plpgsql AS \$\$
 	BEGIN IF NEW.customer_id LIKE 'slow-%' THEN PERFORM pg_sleep(1.5); END IF;
 	RETURN NEW; END \$\$;
@@ -213,11 +215,19 @@ sleep 1
 post_spaced slow 1 0 &
 poster=$!
 sleep 0.5
+hpid=$(ps -e -o pid=,pgid=,args= | awk -v g="$(proc_pid "$OUTBOXD_PIDFILE")" \
+	'$2 == g && $3 == "outboxd:" && $4 == "http" { print $1 }')
+[ -n "$hpid" ] || die "no HTTP worker"
+kill -STOP "$hpid"
 kill -TERM "$(proc_pid "$OUTBOXD_PIDFILE")"
+no_relays() { [ -z "$(relay_pids)" ]; }
+wait_until 10 "the relays exited" no_relays || true
+sleep 1.2	# the order commits meanwhile
+kill -CONT "$hpid"
 wait "$poster"
 wait_until 20 "outboxd exited" gone || true
-check "the HTTP worker gave back the row committed after the stop signal (log)" \
-	grep -q 'gave back outbox row [0-9]* (committed after the stop signal' "$OUTBOXD_LOG"
+check "the HTTP worker gave back the row relay 1 was gone for (log)" \
+	grep -q 'gave back outbox row [0-9]*: outboxd is stopping' "$OUTBOXD_LOG"
 check_eq "that row: handed off (first_claimed_at = created_at), pending and unclaimed" 1 \
 	"$(rows "payload->>'customerId' LIKE 'slow-%' AND first_claimed_at = created_at
 		AND status = 'pending' AND claim IS NULL")"
