@@ -36,6 +36,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <poll.h>
+
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -135,6 +137,16 @@ handoff_shut(void)
 	/* The socket is one, shared by every holder of this end: the
 	 * master, relay 1 of each generation. */
 	return shutdown(handoff_fds[0], SHUT_RD);
+}
+
+int
+handoff_is_shut(void)
+{
+	struct pollfd	pfd = { handoff_fds[0], POLLRDHUP, 0 };
+
+	/* Shut, an empty socket still polls readable; recv() says EAGAIN. */
+	return handoff_fds[0] != -1 && poll(&pfd, 1, 0) == 1 &&
+	    (pfd.revents & POLLRDHUP);
 }
 
 int

@@ -231,12 +231,20 @@ void		 log_limit_flush(void);
  * nginx's choice, also comes from a terminal that is resized). */
 #define PROC_SIG_RETIRE	SIGRTMIN
 
+/* on_stop's second argument: a reload's retire (0, no deadline), a stop
+ * (the master kills at shutdown_timeout) from a SIGTERM that may have
+ * been sent to this worker alone, or the master's own stop (SIGUSR2: the
+ * whole of outboxd is stopping). */
+#define PROC_STOP		1
+#define PROC_STOP_MASTER	2
+
 /*
- * Install the worker signal policy on base.  A stop with a deadline (the
- * master kills at shutdown_timeout): SIGTERM (a second one exits at once)
- * or SIGUSR2 (the master's word) calls on_stop(arg, 1), once.  A reload's
- * PROC_SIG_RETIRE calls on_stop(arg, 0) first, and a stop that follows
- * calls on_stop(arg, 1) again: on_stop must take that second call.
+ * Install the worker signal policy on base.  A stop with a deadline:
+ * SIGTERM (a second one exits at once) calls on_stop(arg, PROC_STOP),
+ * SIGUSR2 (the master's word) on_stop(arg, PROC_STOP_MASTER), each once;
+ * the second of them to come calls on_stop again only for the master's.
+ * A reload's PROC_SIG_RETIRE calls on_stop(arg, 0) first, and a stop that
+ * follows calls on_stop again: on_stop must take every such call.
  * SIGQUIT exits at once, SIGHUP is ignored (the master reloads), SIGPIPE
  * ignored.  SIGINT is already ignored since the fork (master.c: a
  * terminal's Ctrl-C reaches the workers too, and the master turns it into
@@ -751,6 +759,8 @@ int		 handoff_send(const struct handoff_row *);
  * with EPIPE, so the sender knows at once that nobody will read the row.
  * Returns 0, or -1 with errno. */
 int		 handoff_shut(void);
+/* 1 if handoff_shut() was called (by any holder of the reading end). */
+int		 handoff_is_shut(void);
 /* The receiving end (relay 1), or -1. */
 int		 handoff_fd(void);
 /* Take one row into buf (HANDOFF_MAX bytes).  1 got one (row points into

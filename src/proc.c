@@ -37,6 +37,7 @@ struct proc_sigstate {
 	void		 *arg;
 	int		  stopping;
 	int		  deadline;	/* the master kills at shutdown_timeout */
+	int		  by_master;	/* its SIGUSR2 came */
 	int		  terms;	/* SIGTERMs received */
 	struct event	 *ev[PROC_NSIGS]; /* one per signal handled */
 };
@@ -92,6 +93,29 @@ proc_set_title(const char *fmt, ...)
 	strncpy(proc_title_base, buf, proc_title_len - 1);
 }
 
+/* A stop (how: PROC_STOP or PROC_STOP_MASTER, see proc_worker_signals()). */
+static void
+proc_stop(int how)
+{
+	if (how == PROC_STOP_MASTER) {
+		if (proc_sig.by_master)
+			return;
+		proc_sig.by_master = 1;
+	}
+	if (proc_sig.deadline) {
+		/* The master's word after a SIGTERM: the same stop, now
+		 * known to be all of outboxd's. */
+		if (how == PROC_STOP_MASTER)
+			proc_sig.on_stop(proc_sig.arg, how);
+		return;
+	}
+	proc_sig.deadline = 1;
+	log_info(proc_sig.stopping ? "stop signal: finishing work in hand "
+	    "within shutdown_timeout" : "stop signal: finishing work in hand");
+	proc_sig.stopping = 1;
+	proc_sig.on_stop(proc_sig.arg, how);
+}
+
 static void
 proc_on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -118,16 +142,10 @@ proc_on_signal(evutil_socket_t sig, short what, void *arg)
 			log_info("second stop signal: exiting now");
 			_exit(0);
 		}
-		/* FALLTHROUGH */
+		proc_stop(PROC_STOP);
+		break;
 	case SIGUSR2:			/* the master's word to drain */
-		if (proc_sig.deadline)
-			break;
-		proc_sig.deadline = 1;
-		log_info(proc_sig.stopping ? "stop signal: finishing work in "
-		    "hand within shutdown_timeout" : "stop signal: finishing "
-		    "work in hand");
-		proc_sig.stopping = 1;
-		proc_sig.on_stop(proc_sig.arg, 1);
+		proc_stop(PROC_STOP_MASTER);
 		break;
 	case SIGQUIT:
 		_exit(0);
@@ -192,6 +210,7 @@ proc_worker_signals(struct event_base *base, void (*on_stop)(void *, int),
 	proc_sig.arg = arg;
 	proc_sig.stopping = 0;
 	proc_sig.deadline = 0;
+	proc_sig.by_master = 0;
 	proc_sig.terms = 0;
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);

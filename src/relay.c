@@ -51,6 +51,8 @@
 #define RELAY_LOW_WATER		(RELAY_MAX_INFLIGHT / 2) /* claim again */
 #define RELAY_HTTP_CHUNK	4	/* webhook POSTs per chunk */
 #define RELAY_GIVE_BACK_MAX	100	/* handed-off rows a statement */
+#define RELAY_WORD_WAIT_MS	1000	/* relay 1 stopped by a SIGTERM: how
+					   long it waits for the master's */
 #define RELAY_RECORD_MS		2	/* sent rows wait at most this */
 #define RELAY_RECONNECT_MIN	100	/* ms */
 #define RELAY_RECONNECT_MAX	5000	/* ms */
@@ -149,6 +151,7 @@ struct relay {
 	long			 sink_timeout;	/* ms, the sink's request
 						   timeout, see relay_pump */
 	int			 handoff_on;	/* handoff_ev is added */
+	int			 handoff_shut;	/* ... never again: shut */
 	struct log_limit	 stale_limit;	/* "too late to publish" */
 	struct log_limit	 hold_limit;	/* "holding the next claim" */
 	int			 want_claim;	/* claim when the connection is free */
@@ -158,6 +161,9 @@ struct relay {
 	int			 followers;	/* marked rows' keys have more */
 	int			 stopping;
 	int			 stopped;	/* a stop, not a reload's retire */
+	int			 master_stop;	/* ... the master's (SIGUSR2) */
+	struct event		*word_ev;	/* relay 1: waiting for it */
+	int			 word_waited;	/* ... in vain */
 };
 
 static void	relay_kick(struct relay *);
@@ -520,10 +526,40 @@ relay_record_sent(struct relay *r)
 static void
 relay_maybe_done(struct relay *r)
 {
+	struct timeval	tv = clock_tv(RELAY_WORD_WAIT_MS);
+
 	if (!r->stopping || r->inflight > 0 || r->busy != RELAY_Q_NONE)
 		return;
+	/*
+	 * Relay 1 stopped by a SIGTERM: the whole process group's (Ctrl-C,
+	 * kill -TERM -PGID), or one sent to it alone.  In the first case the
+	 * master's word follows, sent once it has shut the handoff socket;
+	 * only then is the socket's content final, for
+	 * relay_handoff_give_back().  Wait for it, a little: in the second
+	 * case none comes, and the relay 1 the master starts next reads the
+	 * socket.
+	 */
+	if (r->handoff_ev != NULL && r->stopped && !r->master_stop &&
+	    !r->word_waited) {
+		if (!evtimer_pending(r->word_ev, NULL))
+			evtimer_add(r->word_ev, &tv);
+		return;
+	}
 	relay_record_sent(r);
 	event_base_loopbreak(r->base);
+}
+
+/* Relay 1 waited RELAY_WORD_WAIT_MS for the master's word in vain: a
+ * SIGTERM sent to it alone.  Leave; the socket is the next relay 1's. */
+static void
+relay_on_word_wait(evutil_socket_t fd, short what, void *arg)
+{
+	struct relay	*r = arg;
+
+	(void)fd;
+	(void)what;
+	r->word_waited = 1;
+	relay_maybe_done(r);
 }
 
 static void
@@ -677,12 +713,13 @@ relay_release(struct relay *r)
 }
 
 /*
- * Relay 1 leaving at a stop: give back the rows still in the handoff
- * socket.  Nobody will read them (a reload's new relay 1 would, so a
- * retired relay 1 leaves them there), and they would wait for their
- * lease, after the restart that usually follows.  The socket was shut at
- * the stop (handoff_shut()), so no row comes after this: an HTTP worker
- * whose order commits later gives its row back itself (http.c).
+ * Relay 1 leaving at the master's stop: give back the rows still in the
+ * handoff socket.  Nobody will read them (a reload's new relay 1 would, so
+ * a retired relay 1 leaves them there, and so does one stopped alone),
+ * and they would wait for their lease, after the restart that usually
+ * follows.  The master shut the socket before its word (handoff_shut()),
+ * so no row comes after this: an HTTP worker whose order commits later
+ * gives its row back itself (http.c).
  */
 static void
 relay_handoff_give_back(struct relay *r)
@@ -693,7 +730,7 @@ relay_handoff_give_back(struct relay *r)
 	int64_t			 claims[RELAY_GIVE_BACK_MAX];
 	int			 rv, more, n = 0, given = 0, left = 0;
 
-	if (r->handoff_ev == NULL || !r->stopped)
+	if (r->handoff_ev == NULL || !r->master_stop)
 		return;
 	do {
 		rv = handoff_recv(&row, buf, sizeof(buf));
@@ -979,6 +1016,13 @@ relay_on_handoff(evutil_socket_t fd, short what, void *arg)
 	if (n > 0) {
 		metrics_handoff(n, 0);
 		log_debug("took %d handed-off row(s)", n);
+	} else if (handoff_is_shut()) {
+		/* The master's stop, whose word has not reached us (it
+		 * may come before our signal handlers are set): an empty
+		 * shut socket polls readable for ever. */
+		log_info("the handoff socket is shut (outboxd is stopping): "
+		    "taking no more handed-off rows");
+		r->handoff_shut = 1;
 	}
 	relay_pump(r);
 	relay_handoff_gate(r);
@@ -1066,7 +1110,8 @@ relay_handoff_gate(struct relay *r)
 
 	if (r->handoff_ev == NULL)
 		return;
-	on = !r->stopping && r->conn != NULL && r->busy == RELAY_Q_NONE &&
+	on = !r->stopping && !r->handoff_shut && r->conn != NULL &&
+	    r->busy == RELAY_Q_NONE &&
 	    r->inflight < RELAY_MAX_INFLIGHT &&
 	    !relay_marks_late(r, relay_lease_left(r));
 	if (on == r->handoff_on)
@@ -1410,15 +1455,15 @@ relay_stop(void *arg, int deadline)
 {
 	struct relay	*r = arg;
 
-	if (deadline && !r->stopped && r->handoff_ev != NULL) {
-		/* Nobody will read handed-off rows after this relay 1:
-		 * senders learn it, relay_handoff_give_back() takes the
-		 * rest. */
-		if (handoff_shut() == -1)
-			log_warn("handoff socket shutdown");
-	}
 	if (deadline)
 		r->stopped = 1;
+	if (deadline == PROC_STOP_MASTER && !r->master_stop) {
+		r->master_stop = 1;
+		if (r->stopping) {	/* after a SIGTERM: maybe waiting */
+			evtimer_del(r->word_ev);
+			relay_maybe_done(r);
+		}
+	}
 	if (!r->stopping) {
 		r->stopping = 1;
 		retention_stop(r->retention);
@@ -1472,10 +1517,11 @@ relay_main(struct conf *conf, int index)
 	r.reconnect_ev = evtimer_new(r.base, relay_on_reconnect, &r);
 	r.record_ev = evtimer_new(r.base, relay_on_record, &r);
 	r.give_up = evtimer_new(r.base, relay_give_up_cb, &r);
+	r.word_ev = evtimer_new(r.base, relay_on_word_wait, &r);
 	r.poll_ev = event_new(r.base, -1, EV_PERSIST, relay_on_poll, &r);
 	tv = clock_tv(conf->relay.poll_interval);
 	if (r.reconnect_ev == NULL || r.record_ev == NULL ||
-	    r.give_up == NULL || r.poll_ev == NULL ||
+	    r.give_up == NULL || r.word_ev == NULL || r.poll_ev == NULL ||
 	    event_add(r.poll_ev, &tv) == -1)
 		fatalx("event_add");
 	if (index == 1 && handoff_fd() != -1 && (r.handoff_ev =
@@ -1515,6 +1561,7 @@ relay_main(struct conf *conf, int index)
 	event_free(r.reconnect_ev);
 	event_free(r.record_ev);
 	event_free(r.give_up);
+	event_free(r.word_ev);
 	free(r.sent);
 	retention_free(r.retention);
 	/* Aborts the requests of a give-up (no callback runs); their

@@ -24,7 +24,9 @@
 #      before, 116 duplicates in a trial);
 #   6. reloaded with handoff = false: no more handoffs, rows are claimed by
 #      the relays (first_claimed_at after created_at);
-#   7. stopped (SIGTERM to the master) with handed-off rows nobody will read:
+#   7. a SIGTERM to relay 1 alone is no stop of outboxd: the relay 1 the
+#      master starts takes handed-off rows again;
+#      stopped (SIGTERM to the master) with handed-off rows nobody will read:
 #      relay 1 gives back those still in its socket (its backend hung when the
 #      stop came); an HTTP worker held (SIGSTOP) across the stop while its
 #      order commits (a trigger holds it 1.5 s) finds the socket shut and
@@ -186,6 +188,17 @@ conf true
 kill -HUP "$(proc_pid "$OUTBOXD_PIDFILE")"
 wait_until 20 "second reload done" reloads 2 || true
 sleep 2
+r1=$(relay_pids | awk '$1 == 1 { print $2 }')
+kill -TERM "$r1"
+new_r1() { relay_pids | awk -v old="$r1" '$1 == 1 && $2 != old { f = 1 } END { exit !f }'; }
+wait_until 20 "a new relay 1" new_r1 || true
+sleep 1
+ho=$(metric outboxd_handoff_rows_total)
+post_spaced t 5 0.05
+once 650 "relay 1 stopped alone"
+check_eq "relay 1 stopped alone: the new relay 1 took the handed-off rows" $((ho + 5)) \
+	"$(metric outboxd_handoff_rows_total)"
+check_eq "relay 1 stopped alone: nothing given back" 0 "$(grep -c 'gave back' "$OUTBOXD_LOG" || true)"
 # (a) Relay 1's backend hangs: its next poll claim (poll_interval 500 ms)
 # waits, so it reads no handed-off row; three orders wait in the socket.
 bpid=$(relay1_backend)
@@ -210,7 +223,7 @@ sql "CREATE FUNCTION slow_order() RETURNS trigger LANGUAGE plpgsql AS \$\$
 	CREATE TRIGGER slow_order BEFORE INSERT ON orders FOR EACH ROW
 	EXECUTE FUNCTION slow_order()" >/dev/null
 outboxd_start "$T_DIR/outbox.conf"
-wait_until 20 "the given-back rows published after the restart" all_sent 648 || true
+wait_until 20 "the given-back rows published after the restart" all_sent 653 || true
 sleep 1
 post_spaced slow 1 0 &
 poster=$!
@@ -234,9 +247,9 @@ check_eq "that row: handed off (first_claimed_at = created_at), pending and uncl
 outboxd_stop
 sql "DROP TRIGGER slow_order ON orders" >/dev/null
 outboxd_start "$T_DIR/outbox.conf"
-once 649 "after the stops"
+once 654 "after the stops"
 
-check_eq "every POST answered 201" "201x649" \
+check_eq "every POST answered 201" "201x654" \
 	"$(sort "$T_DIR/codes" | uniq -c | awk '{ printf "%s%sx%s", s, $2, $1; s = " " }')"
 check_eq "rows failed" 0 "$(rows "status = 'failed'")"
 outboxd_stop
