@@ -146,6 +146,7 @@ master_child(struct master *m, struct slot *s, const sigset_t *oldmask)
 	static const int	 sigs[] = { SIGTERM, SIGINT, SIGQUIT, SIGHUP,
 				    SIGCHLD, SIGUSR1, SIGPIPE };
 	pid_t			 master_pid = getppid();
+	sigset_t		 mask = *oldmask;
 	size_t			 i;
 	int			 rv = 1;
 
@@ -163,7 +164,16 @@ master_child(struct master *m, struct slot *s, const sigset_t *oldmask)
 	/* Orphans never run alone: the kernel sends TERM when the master
 	 * dies; the getppid() check closes the race with an early death. */
 	(void)prctl(PR_SET_PDEATHSIG, SIGTERM);
-	sigprocmask(SIG_SETMASK, oldmask, NULL);
+	/* The stop and retire words wait, blocked, until
+	 * proc_worker_signals() handles them: one sent right after the fork
+	 * (a stop just after a reload) neither kills the new worker nor, the
+	 * master's SIGUSR2 being ignored here, is lost. */
+	signal(SIGUSR2, SIG_DFL);
+	signal(PROC_SIG_RETIRE, SIG_DFL);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGUSR2);
+	sigaddset(&mask, PROC_SIG_RETIRE);
+	sigprocmask(SIG_SETMASK, &mask, NULL);
 	if (getppid() != master_pid)
 		_exit(1);
 	srandom((unsigned)(getpid() ^ master_now()));
@@ -681,8 +691,8 @@ master_run(struct conf *conf, int listen_fd, int admin_fd)
 		fatalx("event_base_new failed");
 	signal(SIGPIPE, SIG_IGN);
 	/* The workers' stop and retire words: sent to the master by mistake
-	 * (or to the whole group), they must not kill it.  Ignored still in
-	 * a new worker until proc_worker_signals() handles them. */
+	 * (or to the whole group), they must not kill it.  A new worker
+	 * blocks them until it handles them (master_child()). */
 	signal(SIGUSR2, SIG_IGN);
 	signal(PROC_SIG_RETIRE, SIG_IGN);
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {

@@ -203,7 +203,8 @@ int
 proc_worker_signals(struct event_base *base, void (*on_stop)(void *, int),
     void *arg)
 {
-	size_t	i;
+	sigset_t	set;
+	size_t		i;
 
 	proc_worker_sigs[PROC_NSIGS - 1] = PROC_SIG_RETIRE;
 	proc_sig.on_stop = on_stop;
@@ -221,5 +222,12 @@ proc_worker_signals(struct event_base *base, void (*on_stop)(void *, int),
 		    evsignal_add(proc_sig.ev[i], NULL) == -1)
 			return -1;
 	}
+	/* Blocked since the fork (master_child()): what came meanwhile is
+	 * handled now. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, PROC_SIG_RETIRE);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
 	return 0;
 }

@@ -21,7 +21,12 @@
 # (d) an HTTP worker of a retired generation still draining a request (its
 #     INSERT waits for a table lock) is not cut short by the next reload or
 #     by SIGTERM (a second SIGTERM means "stop now" to a worker): the
-#     request gets its 201.
+#     request gets its 201;
+# (e) a SIGTERM 50 ms after a SIGHUP, to the master, then to the whole
+#     group, three times each: the new generation's workers take the stop
+#     though it comes before they handle signals (they block them from the
+#     fork on; the master's SIGUSR2 was lost, 2 of 3 times, and the worker
+#     ran until shutdown_timeout killed it), and every worker exits 0.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/load.sh"
 test_init
@@ -308,3 +313,21 @@ check_eq "(d) no worker got a second SIGTERM (log: second stop signal)" 0 \
 check_eq "(d) exit status after SIGTERM" 0 "$rc"
 check "(d) the master waited for that request (gone after the lock went)" [ $((t_exit - t_lock)) -ge 3300 ]
 check_eq "(d) its order is stored" 1 "$(sql "SELECT count(*) FROM orders WHERE customer_id = 'drain-1'")"
+
+say "(e) SIGTERM 50 ms after SIGHUP"
+for to in master master master group group group; do
+	outboxd_start "$T_DIR/good.conf" "e-$to"
+	M=$(proc_pid "$OUTBOXD_PIDFILE")
+	sleep 1
+	kill -HUP "$M"
+	sleep 0.05
+	t0=$(now_ms)
+	if [ "$to" = group ]; then kill -TERM -- "-$M"; else kill -TERM "$M"; fi
+	wait_until 10 "outboxd to exit" gone || true
+	took=$(($(now_ms) - t0))
+	check "(e) SIGTERM to the $to after SIGHUP: gone in $took ms, before shutdown_timeout (5000)" \
+		[ "$took" -lt 4000 ]
+	check_eq "(e) SIGTERM to the $to after SIGHUP: workers killed" 0 \
+		"$(grep -c 'killed by signal\|shutdown_timeout reached' "$OUTBOXD_LOG" || true)"
+	outboxd_stop
+done
