@@ -146,7 +146,7 @@ master_child(struct master *m, struct slot *s, const sigset_t *oldmask)
 	static const int	 sigs[] = { SIGTERM, SIGINT, SIGQUIT, SIGHUP,
 				    SIGCHLD, SIGUSR1, SIGPIPE };
 	pid_t			 master_pid = getppid();
-	sigset_t		 mask = *oldmask;
+	sigset_t		 mask, wsigs;
 	size_t			 i;
 	int			 rv = 1;
 
@@ -164,15 +164,15 @@ master_child(struct master *m, struct slot *s, const sigset_t *oldmask)
 	/* Orphans never run alone: the kernel sends TERM when the master
 	 * dies; the getppid() check closes the race with an early death. */
 	(void)prctl(PR_SET_PDEATHSIG, SIGTERM);
-	/* The stop and retire words wait, blocked, until
-	 * proc_worker_signals() handles them: one sent right after the fork
-	 * (a stop just after a reload) neither kills the new worker nor, the
-	 * master's SIGUSR2 being ignored here, is lost. */
+	/* The worker's signals (stop and retire words, log reopen, SIGHUP)
+	 * wait, blocked, until proc_worker_signals() handles them: one sent
+	 * right after the fork (a stop or a log reopen just after a reload)
+	 * neither kills the new worker nor, the master's SIGUSR2 being
+	 * ignored here, is lost. */
 	signal(SIGUSR2, SIG_DFL);
 	signal(PROC_SIG_RETIRE, SIG_DFL);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGUSR2);
-	sigaddset(&mask, PROC_SIG_RETIRE);
+	proc_worker_sigset(&wsigs);
+	sigorset(&mask, oldmask, &wsigs);
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 	if (getppid() != master_pid)
 		_exit(1);

@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <sys/types.h>
 #include <sys/time.h>
+#include <signal.h>
 
 struct event_base;
 struct event;
@@ -256,6 +257,10 @@ int		 proc_worker_signals(struct event_base *base,
  * still unanswered gives them up this many ms after the stop signal, so
  * that it exits before the master kills it: half of shutdown_timeout. */
 long		 proc_give_up_ms(const struct conf *);
+/* The signals a worker handles or ignores once proc_worker_signals() has
+ * run (SIGHUP too): a new worker blocks them from the fork on, so that one
+ * sent meanwhile neither kills it nor is lost. */
+void		 proc_worker_sigset(sigset_t *);
 /* Arm the give-up timer ev for proc_give_up_ms() unless it is armed
  * already.  Returns 1 if it armed it, 0 if not. */
 int		 proc_give_up_arm(struct event *ev, const struct conf *);

@@ -180,6 +180,18 @@ proc_worker_done(void)
 	log_limit_flush();
 }
 
+void
+proc_worker_sigset(sigset_t *set)
+{
+	size_t	i;
+
+	sigemptyset(set);
+	for (i = 0; i + 1 < PROC_NSIGS; i++)
+		sigaddset(set, proc_worker_sigs[i]);
+	sigaddset(set, PROC_SIG_RETIRE);
+	sigaddset(set, SIGHUP);
+}
+
 long
 proc_give_up_ms(const struct conf *c)
 {
@@ -224,10 +236,7 @@ proc_worker_signals(struct event_base *base, void (*on_stop)(void *, int),
 	}
 	/* Blocked since the fork (master_child()): what came meanwhile is
 	 * handled now. */
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGUSR2);
-	sigaddset(&set, PROC_SIG_RETIRE);
+	proc_worker_sigset(&set);
 	sigprocmask(SIG_UNBLOCK, &set, NULL);
 	return 0;
 }

@@ -22,11 +22,13 @@
 #     INSERT waits for a table lock) is not cut short by the next reload or
 #     by SIGTERM (a second SIGTERM means "stop now" to a worker): the
 #     request gets its 201;
-# (e) a SIGTERM 50 ms after a SIGHUP, to the master, then to the whole
-#     group, three times each: the new generation's workers take the stop
-#     though it comes before they handle signals (they block them from the
-#     fork on; the master's SIGUSR2 was lost, 2 of 3 times, and the worker
-#     ran until shutdown_timeout killed it), and every worker exits 0.
+# (e) a SIGHUP, 10 ms later a SIGUSR1 (log reopen, passed on to every
+#     worker), 40 ms later a SIGTERM, to the master, then to the whole
+#     group, three times each: the new generation's workers take the log
+#     reopen and the stop though they come before they handle signals (they
+#     block them from the fork on; SIGUSR1 killed them, and the master's
+#     SIGUSR2 was lost, 2 of 3 times, and the worker ran until
+#     shutdown_timeout killed it), and every worker exits 0.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/load.sh"
 test_init
@@ -314,13 +316,17 @@ check_eq "(d) exit status after SIGTERM" 0 "$rc"
 check "(d) the master waited for that request (gone after the lock went)" [ $((t_exit - t_lock)) -ge 3300 ]
 check_eq "(d) its order is stored" 1 "$(sql "SELECT count(*) FROM orders WHERE customer_id = 'drain-1'")"
 
-say "(e) SIGTERM 50 ms after SIGHUP"
+say "(e) SIGHUP, SIGUSR1, SIGTERM within 50 ms"
+n=0
 for to in master master master group group group; do
-	outboxd_start "$T_DIR/good.conf" "e-$to"
+	n=$((n + 1))
+	outboxd_start "$T_DIR/good.conf" "e-$n"
 	M=$(proc_pid "$OUTBOXD_PIDFILE")
 	sleep 1
 	kill -HUP "$M"
-	sleep 0.05
+	sleep 0.01
+	kill -USR1 "$M"
+	sleep 0.04
 	t0=$(now_ms)
 	if [ "$to" = group ]; then kill -TERM -- "-$M"; else kill -TERM "$M"; fi
 	wait_until 10 "outboxd to exit" gone || true
