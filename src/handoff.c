@@ -18,8 +18,8 @@
  * The master opens the pair before its first fork and keeps both ends
  * for the workers of later generations (a reload, a restart): the HTTP
  * workers send on one end, relay 1 reads the other.  At a stop no relay 1
- * will come: the master and relay 1 shut the reading end
- * (handoff_shut()), relay 1 gives back the rows left in it, and an HTTP
+ * will come: the master shuts the reading end (handoff_shut()) before it
+ * tells the workers, relay 1 gives back the rows left in it, and an HTTP
  * worker's later send fails with EPIPE, so it gives its row back itself.
  *
  * A datagram is never split or merged, and a socketpair's sender is

@@ -259,9 +259,7 @@ struct http_worker {
 	int			 unflushed;	/* answers not yet written */
 	int			 replying;	/* in evhttp_send_reply() */
 	int			 stopping;
-	struct http_jobq	 give_backq;	/* GIVE_BACK jobs to submit */
-	struct event		*give_back_ev;	/* ... from the loop */
-	int			 giving_back;	/* ... not yet answered */
+	int			 giving_back;	/* GIVE_BACK jobs not put yet */
 	int			 notify_self;	/* no trigger notifies */
 	int			 notify_dirty;	/* orders since the last */
 	struct event		*notify_ev;	/* the NOTIFY window */
@@ -573,6 +571,14 @@ http_job_get(struct http_worker *w)
 	return job;
 }
 
+/* A handed-off row http_give_back() could not give back. */
+static void
+http_give_back_lost(int64_t id)
+{
+	log_warnx("could not give back outbox row %" PRId64 ": it is "
+	    "published when its lease ends (relay.lease)", id);
+}
+
 /* Give back job and the rest of its batch. */
 static void
 http_job_put(struct http_worker *w, struct http_job *job)
@@ -589,9 +595,7 @@ http_job_put(struct http_worker *w, struct http_job *job)
 			/* Whatever kept it from running (no connection, a
 			 * broken one, an error) says so here, once. */
 			if (!job->given)
-				log_warnx("could not give back outbox row %"
-				    PRId64 ": it is published when its lease "
-				    "ends (relay.lease)", job->row_id);
+				http_give_back_lost(job->row_id);
 			if (--w->giving_back == 0)
 				http_maybe_exit(w);
 		}
@@ -637,8 +641,7 @@ http_job_submit(struct http_worker *w, struct http_job *job)
 	int		 i;
 
 	if (w->nup == 0) {
-		if (job->req != NULL)
-			http_unavailable(w, job->req);
+		http_unavailable(w, job->req);
 		http_job_put(w, job);
 		return;
 	}
@@ -651,14 +654,6 @@ http_job_submit(struct http_worker *w, struct http_job *job)
 	}
 	if (best != NULL) {
 		http_db_run(best, job);
-		return;
-	}
-	if (job->req == NULL) {
-		/* Ours (a give-back): before the requests, which wait
-		 * anyway, so that a worker the master kills at
-		 * shutdown_timeout has done it. */
-		TAILQ_INSERT_HEAD(&w->queue, job, entry);
-		w->queued++;
 		return;
 	}
 	if (w->queued >= HTTP_QUEUE_MAX) {
@@ -1552,18 +1547,19 @@ http_handoff(struct http_worker *w, struct http_job *job)
  * outboxd began to stop: the socket is shut (handoff_shut()), nobody will
  * read the row, and it would wait for its lease (relay.lease), after the
  * restart that usually follows a stop.  Give it back instead: free for
- * any relay's claim.  Sent from the loop (http_on_give_back()), never
- * from inside a connection's result processing; the worker does not leave
- * before the answer.
+ * any relay's claim.  The job goes to the head of the queue, before the
+ * requests, so that a worker the master kills at shutdown_timeout has sent
+ * it: http_db_fill() sends it once the result processing that called this
+ * is over (never from inside it).  The worker does not leave before it is
+ * answered (http_job_put()).
  */
 static void
 http_give_back(struct http_worker *w, int64_t id, int64_t claim)
 {
 	struct http_job	*job;
 
-	if (w->give_back_ev == NULL || (job = http_job_get(w)) == NULL) {
-		log_warnx("could not give back outbox row %" PRId64 ": it is "
-		    "published when its lease ends (relay.lease)", id);
+	if ((job = http_job_get(w)) == NULL) {
+		http_give_back_lost(id);
 		return;
 	}
 	job->kind = HTTP_JOB_GIVE_BACK;
@@ -1571,23 +1567,9 @@ http_give_back(struct http_worker *w, int64_t id, int64_t claim)
 	job->given = 0;
 	job->row_id = id;
 	job->handoff_claim = claim;
-	TAILQ_INSERT_TAIL(&w->give_backq, job, entry);
+	TAILQ_INSERT_HEAD(&w->queue, job, entry);
+	w->queued++;
 	w->giving_back++;
-	event_active(w->give_back_ev, EV_TIMEOUT, 1);
-}
-
-static void
-http_on_give_back(evutil_socket_t fd, short what, void *arg)
-{
-	struct http_worker	*w = arg;
-	struct http_job		*job;
-
-	(void)fd;
-	(void)what;
-	while ((job = TAILQ_FIRST(&w->give_backq)) != NULL) {
-		TAILQ_REMOVE(&w->give_backq, job, entry);
-		http_job_submit(w, job);
-	}
 }
 
 /* May an order's transaction carry a NOTIFY now?  Only when no window is
@@ -2237,12 +2219,6 @@ http_worker_free(struct http_worker *w)
 	free(w->dbs);
 	if (w->notify_ev != NULL)
 		event_free(w->notify_ev);
-	if (w->give_back_ev != NULL)
-		event_free(w->give_back_ev);
-	while ((job = TAILQ_FIRST(&w->give_backq)) != NULL) {
-		TAILQ_REMOVE(&w->give_backq, job, entry);
-		free(job);
-	}
 	if (w->drain_ev != NULL)
 		event_free(w->drain_ev);
 	while ((job = TAILQ_FIRST(&w->queue)) != NULL) {
@@ -2327,7 +2303,6 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 	w.conf = conf;
 	w.index = index;
 	TAILQ_INIT(&w.queue);
-	TAILQ_INIT(&w.give_backq);
 	TAILQ_INIT(&w.spare);
 	TAILQ_INIT(&w.conns);
 	w.max_body = conf->http.max_body_size > 0 ?
@@ -2344,8 +2319,7 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 		goto fail;
 	}
 	if ((w.notify_ev = evtimer_new(w.base, http_notify_window, &w)) ==
-	    NULL || (w.give_back_ev = evtimer_new(w.base, http_on_give_back,
-	    &w)) == NULL) {
+	    NULL) {
 		log_warnx("evtimer_new failed");
 		goto fail;
 	}

@@ -253,9 +253,10 @@ void		 log_limit_flush(void);
  */
 int		 proc_worker_signals(struct event_base *base,
 		    void (*on_stop)(void *, int deadline), void *arg);
-/* A worker stopping with a deadline (on_stop(arg, 1)) and calls to a broker
- * still unanswered gives them up this many ms after the stop signal, so
- * that it exits before the master kills it: half of shutdown_timeout. */
+/* A worker stopping with a deadline (on_stop() with PROC_STOP or
+ * PROC_STOP_MASTER) and calls to a broker still unanswered gives them up
+ * this many ms after the stop signal, so that it exits before the master
+ * kills it: half of shutdown_timeout. */
 long		 proc_give_up_ms(const struct conf *);
 /* The signals a worker handles or ignores once proc_worker_signals() has
  * run (SIGHUP too): a new worker blocks them from the fork on, so that one
@@ -759,8 +760,7 @@ int		 handoff_can_send(void);
  * nobody will read it; EMSGSIZE: larger than HANDOFF_MAX with its
  * header). */
 int		 handoff_send(const struct handoff_row *);
-/* Master and relay 1, at a stop (not a reload): close the socket for
- * reading.  Rows already in it stay readable; every send after it fails
+/* Master, at a stop (not a reload): close the socket for reading.  Rows already in it stay readable; every send after it fails
  * with EPIPE, so the sender knows at once that nobody will read the row.
  * Returns 0, or -1 with errno. */
 int		 handoff_shut(void);
