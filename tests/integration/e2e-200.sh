@@ -257,8 +257,7 @@ sql "DROP TRIGGER e2e_refuse ON orders; DROP FUNCTION e2e_refuse()"
 pid=$(proc_pid "$OUTBOXD_PIDFILE")
 kill -TERM "$pid"
 t_term=$(now_ms)
-gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
-if wait_until 15 "outboxd to exit after SIGTERM" gone; then
+if wait_until 15 "outboxd to exit after SIGTERM" outboxd_gone; then
 	pass "outboxd master exited $(($(now_ms) - t_term)) ms after SIGTERM"
 else
 	fail "outboxd master still running 15 s after SIGTERM"

@@ -107,8 +107,7 @@ check_eq "workers that died were all killed by us (deaths logged)" 5 \
 
 # graceful stop still works after all that
 kill -TERM "$M"
-gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
-check "master exits after SIGTERM" wait_until 15 "outboxd to exit" gone
+check "master exits after SIGTERM" wait_until 15 "outboxd to exit" outboxd_gone
 rc=0
 wait "$M" 2>/dev/null || rc=$?
 check_eq "exit status after SIGTERM" 0 "$rc"

@@ -172,8 +172,7 @@ check "(a+b) no order waited for a visibility timeout across the reloads (${slow
 
 # ---- (c) 20 SIGHUPs in a tight loop -------------------------------------------
 kill -TERM "$M"
-gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
-wait_until 15 "outboxd to exit" gone || die "outboxd did not stop after SIGTERM"
+wait_until 15 "outboxd to exit" outboxd_gone || die "outboxd did not stop after SIGTERM"
 wait "$M" 2>/dev/null || true
 
 # "Right after start", deterministically: log_file is a FIFO nobody reads
@@ -302,11 +301,10 @@ wait_until 5 "reload done: generation $((gen + 2))" _gen $((gen + 2)) || fail "(
 check "(d) the request is still held when SIGTERM comes (the http statement_timeout is 5 s)" waiting
 kill -TERM "$M"
 t_term=$(now_ms)
-gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
-wait_until 15 "outboxd to exit" gone || true
+wait_until 15 "outboxd to exit" outboxd_gone || true
 t_exit=$(now_ms)
 rc=0
-if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
+if outboxd_gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
 wait "$CURL" 2>/dev/null || true
 say "(d) lock held from +0 to ~+4000 ms; SIGTERM at +$((t_term - t_lock)) ms, master gone at +$((t_exit - t_lock)) ms; the request got HTTP $(cat "$T_DIR/drain.code") $(head -c 100 "$T_DIR/drain.err")"
 check_eq "(d) the request held across two reloads and a graceful stop got" 201 "$(cat "$T_DIR/drain.code")"
@@ -329,7 +327,7 @@ for to in master master master group group group; do
 	sleep 0.04
 	t0=$(now_ms)
 	if [ "$to" = group ]; then kill -TERM -- "-$M"; else kill -TERM "$M"; fi
-	wait_until 10 "outboxd to exit" gone || true
+	wait_until 10 "outboxd to exit" outboxd_gone || true
 	took=$(($(now_ms) - t0))
 	check "(e) SIGTERM to the $to after SIGHUP: gone in $took ms, before shutdown_timeout (5000)" \
 		[ "$took" -lt 4000 ]

@@ -34,7 +34,6 @@ SHUTDOWN_MS=5000
 OB_HTTP_WORKERS=2 OB_RELAY_WORKERS=2 OB_CONSUMER_WORKERS=1 OB_WAIT_TIME=5 \
 OB_SHUTDOWN_TIMEOUT=$SHUTDOWN_MS outbox_conf_write "$T_DIR/outbox.conf"
 
-gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
 
 # alive_of PIDS... -- those of PIDS still running (zombies are not)
 alive_of() {
@@ -54,11 +53,11 @@ load_start a --threads 4 --rate 60
 load_wait_created a 100 20 || die "no orders flowing"
 t0=$(now_ms)
 kill -TERM "$M"
-wait_until $((SHUTDOWN_MS / 1000 + 5)) "outboxd to exit after SIGTERM" gone || true
+wait_until $((SHUTDOWN_MS / 1000 + 5)) "outboxd to exit after SIGTERM" outboxd_gone || true
 t_exit=$(($(now_ms) - t0))
 load_stop a
 rc=0
-if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
+if outboxd_gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
 say "(a) SIGTERM under load: master gone after $t_exit ms (poll step 200 ms), exit status $rc"
 echo "TIMING master-stop sigterm_under_load_exit_ms=$t_exit shutdown_timeout_ms=$SHUTDOWN_MS"
 check_eq "(a) exit status after SIGTERM" 0 "$rc"
@@ -136,11 +135,11 @@ check "(c) an HTTP worker holds a POST /orders (its INSERT waits for the lock)" 
 	wait_until 5 "an INSERT waiting for the lock" waiting
 t0=$(now_ms)
 kill -QUIT "$M"
-gone_all() { gone && [ -z "$(alive_of $kids)" ]; }
+gone_all() { outboxd_gone && [ -z "$(alive_of $kids)" ]; }
 wait_until 5 "outboxd and its workers to exit after SIGQUIT" gone_all || true
 t_quit=$(($(now_ms) - t0))
 rc=0
-if gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
+if outboxd_gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
 say "(c) SIGQUIT: master and workers gone after $t_quit ms (poll step 200 ms), exit status $rc"
 echo "TIMING master-stop sigquit_exit_ms=$t_quit"
 check_eq "(c) exit status after SIGQUIT" 0 "$rc"

@@ -85,7 +85,6 @@ relay1_backend() {
 	echo "$bpid"
 }
 reloads() { [ "$(grep -c 'msg="reload done: generation' "$OUTBOXD_LOG")" -ge "$1" ]; }
-gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
 
 say "1. orders 50 ms apart, then a burst"
 post_spaced a 60 0.05
@@ -208,7 +207,7 @@ post_spaced s 3 0.05
 kill -TERM "$(proc_pid "$OUTBOXD_PIDFILE")"
 sleep 0.5
 kill -CONT "$bpid"
-wait_until 20 "outboxd exited" gone || true
+wait_until 20 "outboxd exited" outboxd_gone || true
 check "relay 1 gave back the 3 rows in its socket (log)" \
 	grep -q 'gave back 3 handed-off row(s) at the stop' "$OUTBOXD_LOG"
 check_eq "relay 1's handed-off rows: pending and unclaimed after the stop" 3 \
@@ -238,7 +237,7 @@ wait_until 10 "the relays exited" no_relays || true
 sleep 1.2	# the order commits meanwhile
 kill -CONT "$hpid"
 wait "$poster"
-wait_until 20 "outboxd exited" gone || true
+wait_until 20 "outboxd exited" outboxd_gone || true
 check "the HTTP worker gave back the row relay 1 was gone for (log)" \
 	grep -q 'gave back outbox row [0-9]*: outboxd is stopping' "$OUTBOXD_LOG"
 check_eq "that row: handed off (first_claimed_at = created_at), pending and unclaimed" 1 \

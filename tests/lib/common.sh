@@ -222,13 +222,16 @@ outboxd_start() {
 	wait_healthz || die "outboxd did not become healthy"
 }
 
+# outboxd_gone -- the master of OUTBOXD_PIDFILE has exited
+outboxd_gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
+
 healthz_ok() {
 	curl -fsS -o /dev/null --max-time 2 "$OUTBOXD_URL/healthz" 2>/dev/null
 }
 
 # healthy, or dead (no point in waiting for a dead process)
 _healthz_or_dead() {
-	healthz_ok || ! proc_alive "$OUTBOXD_PIDFILE"
+	healthz_ok || outboxd_gone
 }
 
 wait_healthz() {
@@ -253,12 +256,11 @@ outboxd_stop() {
 # leaves two).  LABEL prefixes each check's name.
 stop_before_kill() {
 	local label=$1 ms=$2 worker=$3 n=$4 what=$5 t0 t_exit rc=0
-	_stop_gone() { ! proc_alive "$OUTBOXD_PIDFILE"; }
 	t0=$(now_ms)
 	kill -TERM "$M"
-	wait_until $((ms / 1000 + 5)) "outboxd to exit after SIGTERM" _stop_gone || true
+	wait_until $((ms / 1000 + 5)) "outboxd to exit after SIGTERM" outboxd_gone || true
 	t_exit=$(($(now_ms) - t0))
-	if _stop_gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
+	if outboxd_gone; then wait "$M" 2>/dev/null || rc=$?; else rc=running; fi
 	say "$label SIGTERM with $what hanging: master gone after $t_exit ms, exit status $rc"
 	check_eq "$label exit status after SIGTERM" 0 "$rc"
 	check "$label exited before shutdown_timeout, when the master would kill ($t_exit ms < $ms ms)" \
