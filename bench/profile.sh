@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# profile.sh -- where the time goes for B1 and B2 (bench/README.md "Profiling notes").
+# profile.sh -- where the time goes for B1, B2 and B3 (bench/README.md "Profiling notes").
 #
-#   bench/profile.sh [--out DIR] [--no-callgrind]
+#   bench/profile.sh [--out DIR] [--no-callgrind] [--no-b3]
 #
-# 1. CPU split: during steady B1 (wrk -t2 -c32) and B2 (20,000 rows) the CPU seconds of
+# 1. CPU split: during steady B1 (wrk -t2 -c32) and B2 (100,000 rows) the CPU seconds of
 #    PostgreSQL, outboxd, the emulators, the nginx sink, the load generator and everything
 #    else on the machine (lib/cpu.sh), as JSON lines in DIR/cpu.jsonl; and PostgreSQL's time
 #    by statement (pg_stat_statements, nested statements and planning included) in
@@ -12,16 +12,20 @@
 #    valgrind --tool=callgrind for a short wrk run, one relay draining 2,000 rows to SQS and
 #    to the HTTP sink; DIR/callgrind.*.txt are callgrind_annotate's inclusive and
 #    self-cost listings, DIR/callgrind.*.objects.txt the cost by shared object.
+# 3. B3 hops: one B3 run (50 orders/s for 20 s) under a loopback capture (tcpdump); per
+#    order, its commit -> ack time split into PostgreSQL, outboxd and the emulator
+#    (lib/b3-split.py), in DIR/b3-split.json; the capture is DIR/b3.pcap.
 # Brings up its own stack (tests/lib/stack.sh) and nginx sink; OUTBOXD_BIN as in run.sh.
 # Needs the workload folder: uses the vendored bench/workloads (npm ci in a scratch copy).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-OUT= CG=1
+OUT= CG=1 B3=1 tp=
 while [ $# -gt 0 ]; do
   case $1 in
   --out) OUT=$2; shift ;;
   --no-callgrind) CG=0 ;;
+  --no-b3) B3=0 ;;
   *) echo "profile.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -33,6 +37,7 @@ die() { say "ERROR: $*"; exit 1; }
 OUTBOXD_BIN=${OUTBOXD_BIN:-$ROOT/outboxd}
 [ -x "$OUTBOXD_BIN" ] || die "no $OUTBOXD_BIN (make first, or set OUTBOXD_BIN)"
 [ $CG = 0 ] || command -v valgrind >/dev/null || die "valgrind not found (apt-get install valgrind)"
+[ $B3 = 0 ] || command -v tcpdump >/dev/null || die "tcpdump not found (apt-get install tcpdump), or --no-b3"
 
 SCRATCH=$(mktemp -d /tmp/outboxd-profile.XXXXXX); chmod 0755 "$SCRATCH"
 mkdir -p "$SCRATCH/peers/bench/impl"; cp "$BENCH"/workloads/* "$SCRATCH/peers/bench/"
@@ -41,6 +46,7 @@ cp "$BENCH/impl/outboxd.sh" "$WL/impl/outboxd.sh"
 (cd "$WL" && npm ci --no-audit --no-fund --loglevel=error) >&2 || die "npm ci failed"
 cleanup() {
   set +e
+  [ -n "${tp:-}" ] && kill "$tp" 2>/dev/null   # the B3 step's tcpdump
   (cd "$WL" && IMPL=$WL/impl/outboxd.sh bash -c 'source lib.sh; load_impl; impl_down') 2>/dev/null
   [ -f "$SCRATCH/run/sink/sink.pid" ] && kill "$(cat "$SCRATCH/run/sink/sink.pid")" 2>/dev/null
   "$ROOT/tests/lib/stack.sh" down "$SCRATCH/stack" >/dev/null 2>&1
@@ -63,7 +69,8 @@ for _ in $(seq 50); do curl -s -o /dev/null -X POST -d '{}' "$OB_SINK_URL" && br
 # pg_stat_statements (nested statements and planning time too) for the PostgreSQL side
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 printf '%s\n' "shared_preload_libraries = 'pg_stat_statements'" "pg_stat_statements.track = all" \
-  "pg_stat_statements.track_planning = on" >>"$STACK_DIR/pg/data/postgresql.conf"
+  "pg_stat_statements.track_planning = on" "track_commit_timestamp = on" \
+  >>"$STACK_DIR/pg/data/postgresql.conf"
 as_pg=(); [ "$(id -u)" = 0 ] && as_pg=(runuser -u postgres --)
 "${as_pg[@]}" "$PGBIN/pg_ctl" -D "$STACK_DIR/pg/data" -l "$STACK_DIR/pg/pg.log" -w restart >/dev/null ||
   die "PostgreSQL restart with pg_stat_statements failed"
@@ -83,20 +90,25 @@ export IMPL=$WL/impl/outboxd.sh RESULTS_FILE=$OUT/cpu.jsonl
 source lib.sh; load_impl; source "$BENCH/lib/cpu.sh"
 echo "{\"bench\":\"meta\",\"date\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"commit\":\"$(git -C "$ROOT" rev-parse HEAD 2>/dev/null)\",\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >>"$OUT/cpu.jsonl"
 
-# steady-state B1: snapshots 3 s and 9 s into a 12 s wrk run
+# steady-state B1: snapshots 3 s and 9 s into a wrk run, which is stopped after the second
+# (wrk prints its figures on SIGINT).  It is given 30 s: on a saturated machine a snapshot
+# itself takes seconds, and wrk must still be running when the second one looks for it.
 b1_split() { # LABEL
-  wrk -t2 -c32 -d12s -s b1-post.lua "$BASE_URL/orders" >"$OUT/wrk.$1.txt" 2>&1 &
+  wrk -t2 -c32 -d30s -s b1-post.lua "$BASE_URL/orders" >"$OUT/wrk.$1.txt" 2>&1 &
   local w=$! t0 t1
   sleep 3; cpu_snap "$SCRATCH/a"; t0=$(now); pgss_reset
   sleep 6; cpu_snap "$SCRATCH/b"; t1=$(now); pgss_dump "$1"
-  wait $w
+  kill -INT $w 2>/dev/null; wait $w
   cpu_result "$1" "$SCRATCH/a" "$SCRATCH/b" "$(fsub "$t1" "$t0")"
 }
-# B2: N rows, R relays; snapshots 0.5 s after the start and when 20% are left (or 20 s)
+# B2: N rows, R relays; snapshots 0.5 s after the start and when 20% are left (or 120 s).
+# 100,000 rows, not B2's 20,000: those drain in under 2 s now, most of it before the first
+# snapshot is taken.  Written 20,000 a transaction: the schema's commit stamp takes a lock
+# per key, and 100,000 in one transaction overflow PostgreSQL's lock table.
 b2_split() { # LABEL RELAYS
-  local t0 t1 p n=20000
+  local t0 t1 p i n=100000
   impl_relays_stop; impl_consumers_stop
-  sql -v n=$n <<<"$B2_INSERT_SQL" >/dev/null
+  for i in 1 2 3 4 5; do sql -v n=$((n / 5)) <<<"$B2_INSERT_SQL" >/dev/null; done
   impl_relays_start "$2"; sleep 0.5
   cpu_snap "$SCRATCH/a"; t0=$(now); pgss_reset
   for _ in $(seq 1200); do
@@ -121,6 +133,28 @@ for cfg in "sqs 1" "sqs 4" "http 1" "http 4" "sqs 1 index" "sqs 4 index"; do
   OB_SINK=$1 OB_EXTRA_SQL=${3:+$IDX} b2_split "b2-$1-$2relay${3:+-index}" "$2"
 done
 sql -c "DROP INDEX IF EXISTS bench_outbox_busy_idx" >/dev/null
+
+if [ $B3 = 1 ]; then
+  say "B3 hops: one B3 run under a loopback capture"
+  tcpdump -i lo -s 0 -B 16384 -w "$OUT/b3.pcap" \
+    "tcp port ${SQS_ENDPOINT##*:} or tcp port $PGPORT" 2>"$SCRATCH/tcpdump.log" &
+  tp=$!
+  sleep 1
+  LABEL=profile-b3 ./b3-e2e.sh >"$OUT/b3-e2e.txt" 2>&1 || say "b3-e2e.sh failed: $OUT/b3-e2e.txt"
+  kill "$tp"; wait "$tp" 2>/dev/null; tp=
+  # b3-e2e.sh starts from an empty outbox: every row is one of its orders
+  sql -F, -c "SELECT o.id, extract(epoch FROM o.created_at), extract(epoch FROM
+      pg_xact_commit_timestamp(r.xmin)), extract(epoch FROM o.sent_at), r.id
+    FROM outbox o JOIN orders r ON r.id::text = o.ordering_key WHERE o.status = 'sent'" >"$SCRATCH/b3-rows.csv"
+  if python3 "$BENCH/lib/b3-split.py" "$OUT/b3.pcap" "${SQS_ENDPOINT##*:}" "$PGPORT" \
+    "$SCRATCH/b3-rows.csv" >"$OUT/b3-split.json"; then
+    say "B3 hops (ms, p50/p99): $(jq -r '[.total_ms, .statement_ms, .reply_ms, .to_sqs_ms, .sqs_ms, .to_stamp_ms] |
+      map("\(.p50)/\(.p99)") | "total \(.[0]), statement \(.[1]), reply \(.[2]), to_sqs \(.[3]), sqs \(.[4]), to_stamp \(.[5])"' "$OUT/b3-split.json")"
+  else
+    say "b3-split.py failed"
+  fi
+  impl_down
+fi
 
 if [ $CG = 1 ]; then
   # outboxd under callgrind: forked workers are followed (one output file per process)

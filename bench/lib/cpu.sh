@@ -9,6 +9,8 @@
 #             snapshots while the load runs, an exited process's time is not seen)
 #   machine   every CPU of the machine (/proc/stat), so "other" = machine - the groups above
 #             = everything else on the machine, other users' work included
+#   uptime    /proc/uptime read right after /proc/stat (centiseconds): the wall time the
+#             machine figure covers, whatever the snapshot itself takes on a loaded machine
 # cpu_result LABEL A B WALL   print and record (lib.sh's result) one JSON line: seconds of
 #   CPU per group between snapshots A and B, and the share of the machine's 2 cores.
 _cpu_proc() { # PID [with_children_exited] -> ticks
@@ -26,12 +28,13 @@ _cpu_tree() { # PID -> ticks of PID (with exited children) and its live children
 }
 _cpu_pidfile() { [ -f "$1" ] && awk '{print $1; exit}' "$1"; }
 cpu_snap() {
-  local out=$1 pg sq dd ob sk t p ld=0
+  local out=$1 pg sq dd ob sk t u p ld=0
   pg=$(head -1 "${STACK_DIR:?}/pg/data/postmaster.pid" 2>/dev/null || true)
   sq=$(_cpu_pidfile "$STACK_DIR/sqs/fauxqs.pid"); dd=$(_cpu_pidfile "$STACK_DIR/ddb/dynalite.pid")
   ob=$(_cpu_pidfile "${OB_RUN:-/nonexistent}/outboxd.pid"); sk=$(_cpu_pidfile "${SINK_RUN:-/nonexistent}/sink.pid")
   for p in $(pgrep -x -P "$$" 'wrk|pgbench' 2>/dev/null); do ld=$((ld + $(_cpu_proc "$p" 0))); done
   t=$(awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat)
+  u=$(awk '{printf "%d", $1 * 100}' /proc/uptime)
   {
     echo "pg $(_cpu_tree "$pg")"
     echo "outboxd $(_cpu_tree "$ob")"
@@ -40,21 +43,25 @@ cpu_snap() {
     echo "sink $(_cpu_tree "$sk")"
     echo "load $ld"
     echo "machine $t"
+    echo "uptime $u"
   } >"$out"
 }
+# wall_s and the busy share use the wall time between the two /proc/stat reads (uptime), not
+# WALL_S (kept for snapshots without it): a snapshot takes ~0.3 s, more on a loaded machine.
 cpu_result() { # LABEL A B WALL_S
   local j
   j=$(awk -v lbl="$1" -v wall="$4" -v hz="$(getconf CLK_TCK)" -v ncpu="$(nproc)" '
-    FNR == NR { a[$1] = $2; next } { d[$1] = ($2 - a[$1]) / hz }
+    FNR == NR { a[$1] = $2; next } { d[$1] = ($2 - a[$1]) / ($1 == "uptime" ? 100 : hz) }
     END {
+      mwall = ("uptime" in d && d["uptime"] > 0) ? d["uptime"] : wall
       known = d["pg"] + d["outboxd"] + d["sqs"] + d["ddb"] + d["sink"] + d["load"]
       other = d["machine"] - known; if (other < 0) other = 0
-      printf "{\"bench\":\"cpu\",\"label\":\"%s\",\"wall_s\":%.2f", lbl, wall
+      printf "{\"bench\":\"cpu\",\"label\":\"%s\",\"wall_s\":%.2f", lbl, mwall
       n = split("pg outboxd sqs ddb sink load", g, " ")
       for (i = 1; i <= n; i++) printf ",\"%s_cpu_s\":%.2f", g[i], d[g[i]]
       printf ",\"other_cpu_s\":%.2f,\"machine_cpu_s\":%.2f", other, d["machine"]
       for (i = 1; i <= n; i++) printf ",\"%s_pct\":%.1f", g[i], (d["machine"] > 0 ? 100 * d[g[i]] / d["machine"] : 0)
-      printf ",\"other_pct\":%.1f,\"machine_busy_pct\":%.1f}", (d["machine"] > 0 ? 100 * other / d["machine"] : 0), (wall > 0 ? 100 * d["machine"] / (wall * ncpu) : 0)
+      printf ",\"other_pct\":%.1f,\"machine_busy_pct\":%.1f}", (d["machine"] > 0 ? 100 * other / d["machine"] : 0), (mwall > 0 ? 100 * d["machine"] / (mwall * ncpu) : 0)
     }' "$2" "$3")
   result "$j"
 }
