@@ -31,8 +31,12 @@ export STACK_VISIBILITY_TIMEOUT=5
 stack_up
 
 SHUTDOWN_MS=5000
+# (a)-(c): rows a relay held when the master was killed in (b) wait for their
+# lease before the restart publishes them: 5 s here, not the default 30 s
+# (the lease must be at least twice relay.timeout).
 OB_HTTP_WORKERS=2 OB_RELAY_WORKERS=2 OB_CONSUMER_WORKERS=1 OB_WAIT_TIME=5 \
-OB_SHUTDOWN_TIMEOUT=$SHUTDOWN_MS outbox_conf_write "$T_DIR/outbox.conf"
+OB_SHUTDOWN_TIMEOUT=$SHUTDOWN_MS OB_EXTRA_RELAY="timeout = 2000
+	lease = 5000" outbox_conf_write "$T_DIR/outbox.conf"
 
 
 # alive_of PIDS... -- those of PIDS still running (zombies are not)
