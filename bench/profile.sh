@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # profile.sh -- where the time goes for B1, B2 and B3 (bench/README.md "Profiling notes").
 #
-#   bench/profile.sh [--out DIR] [--no-callgrind] [--no-b3]
+#   bench/profile.sh [--out DIR] [--no-callgrind] [--no-b3] [--only-b3]
+#
+# About 10 minutes in all on the 2-core machine; --only-b3 runs step 3 alone (about 1 minute),
+# on a fresh stack, as the first thing after it comes up.
 #
 # 1. CPU split: during steady B1 (wrk -t2 -c32) and B2 (100,000 rows) the CPU seconds of
 #    PostgreSQL, outboxd, the emulators, the nginx sink, the load generator and everything
@@ -12,20 +15,22 @@
 #    valgrind --tool=callgrind for a short wrk run, one relay draining 2,000 rows to SQS and
 #    to the HTTP sink; DIR/callgrind.*.txt are callgrind_annotate's inclusive and
 #    self-cost listings, DIR/callgrind.*.objects.txt the cost by shared object.
-# 3. B3 hops: one B3 run (50 orders/s for 20 s) under a loopback capture (tcpdump); per
-#    order, its commit -> ack time split into PostgreSQL, outboxd and the emulator
-#    (lib/b3-split.py), in DIR/b3-split.json; the capture is DIR/b3.pcap.
+# 3. B3 hops, run first, on the fresh stack: one B3 run (50 orders/s for 20 s) under a
+#    loopback capture (tcpdump, as root); per order, its commit -> ack time split into
+#    PostgreSQL, outboxd and the emulator (lib/b3-split.py), in DIR/b3-split.json; the
+#    capture and the rows it was matched with are DIR/b3.pcap and DIR/b3-rows.csv.
 # Brings up its own stack (tests/lib/stack.sh) and nginx sink; OUTBOXD_BIN as in run.sh.
 # Needs the workload folder: uses the vendored bench/workloads (npm ci in a scratch copy).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-OUT= CG=1 B3=1 tp=
+OUT= CG=1 B3=1 SPLIT=1 tp=
 while [ $# -gt 0 ]; do
   case $1 in
   --out) OUT=$2; shift ;;
   --no-callgrind) CG=0 ;;
   --no-b3) B3=0 ;;
+  --only-b3) SPLIT=0 CG=0 ;;
   *) echo "profile.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -101,14 +106,14 @@ b1_split() { # LABEL
   kill -INT $w 2>/dev/null; wait $w
   cpu_result "$1" "$SCRATCH/a" "$SCRATCH/b" "$(fsub "$t1" "$t0")"
 }
-# B2: N rows, R relays; snapshots 0.5 s after the start and when 20% are left (or 120 s).
+# B2: N rows, R relays; snapshots 0.5 s after the start and when 20% are left (or ~3 min).
 # 100,000 rows, not B2's 20,000: those drain in under 2 s now, most of it before the first
 # snapshot is taken.  Written 20,000 a transaction: the schema's commit stamp takes a lock
 # per key, and 100,000 in one transaction overflow PostgreSQL's lock table.
 b2_split() { # LABEL RELAYS
-  local t0 t1 p i n=100000
+  local t0 t1 p n=100000
   impl_relays_stop; impl_consumers_stop
-  for i in 1 2 3 4 5; do sql -v n=$((n / 5)) <<<"$B2_INSERT_SQL" >/dev/null; done
+  for _ in 1 2 3 4 5; do sql -v n=$((n / 5)) <<<"$B2_INSERT_SQL" >/dev/null; done
   impl_relays_start "$2"; sleep 0.5
   cpu_snap "$SCRATCH/a"; t0=$(now); pgss_reset
   for _ in $(seq 1200); do
@@ -119,41 +124,50 @@ b2_split() { # LABEL RELAYS
   impl_relays_stop
 }
 
-say "CPU split: B1 ingest only"
-impl_reset >/dev/null; OB_RELAYS=0 OB_CONSUMERS=0 impl_up; sleep 1
-b1_split b1-ingest-only
-say "CPU split: B1 default configuration"
-impl_reset >/dev/null; impl_up; sleep 1
-b1_split b1-full-chain
-IDX="CREATE INDEX IF NOT EXISTS bench_outbox_busy_idx ON outbox (ordering_key) WHERE status <> 'sent' AND (status = 'failed' OR first_claimed_at IS NOT NULL)"
-for cfg in "sqs 1" "sqs 4" "http 1" "http 4" "sqs 1 index" "sqs 4 index"; do
-  set -- $cfg
-  say "CPU split: B2 $1, $2 relay(s)${3:+, with the proposed index}"
-  impl_reset >/dev/null
-  OB_SINK=$1 OB_EXTRA_SQL=${3:+$IDX} b2_split "b2-$1-$2relay${3:+-index}" "$2"
-done
-sql -c "DROP INDEX IF EXISTS bench_outbox_busy_idx" >/dev/null
-
+# Step 3 first: B3 on a fresh stack (after B2's drains fauxqs answers slower).
 if [ $B3 = 1 ]; then
   say "B3 hops: one B3 run under a loopback capture"
-  tcpdump -i lo -s 0 -B 16384 -w "$OUT/b3.pcap" \
-    "tcp port ${SQS_ENDPOINT##*:} or tcp port $PGPORT" 2>"$SCRATCH/tcpdump.log" &
+  tcpdump -i lo -s 0 -B 16384 -U -w "$OUT/b3.pcap" "tcp port $SQS_PORT or tcp port $PG_PORT" \
+    2>"$OUT/tcpdump.log" &
   tp=$!
-  sleep 1
-  LABEL=profile-b3 ./b3-e2e.sh >"$OUT/b3-e2e.txt" 2>&1 || say "b3-e2e.sh failed: $OUT/b3-e2e.txt"
+  for _ in $(seq 50); do grep -q 'listening on' "$OUT/tcpdump.log" && break; sleep 0.1; done
+  grep -q 'listening on' "$OUT/tcpdump.log" ||
+    die "tcpdump did not start (root is needed): $(cat "$OUT/tcpdump.log")"
+  RESULTS_FILE=$OUT/b3.jsonl LABEL=profile-b3 ./b3-e2e.sh >"$OUT/b3-e2e.txt" 2>&1 ||
+    say "b3-e2e.sh failed: $OUT/b3-e2e.txt"
+  sleep 1   # tcpdump writes what the kernel still holds, then stops
   kill "$tp"; wait "$tp" 2>/dev/null; tp=
+  drops=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$OUT/tcpdump.log")
+  [ "${drops:-0}" = 0 ] || say "WARNING: tcpdump dropped $drops packets: rows will be missing"
   # b3-e2e.sh starts from an empty outbox: every row is one of its orders
   sql -F, -c "SELECT o.id, extract(epoch FROM o.created_at), extract(epoch FROM
       pg_xact_commit_timestamp(r.xmin)), extract(epoch FROM o.sent_at), r.id
-    FROM outbox o JOIN orders r ON r.id::text = o.ordering_key WHERE o.status = 'sent'" >"$SCRATCH/b3-rows.csv"
-  if python3 "$BENCH/lib/b3-split.py" "$OUT/b3.pcap" "${SQS_ENDPOINT##*:}" "$PGPORT" \
-    "$SCRATCH/b3-rows.csv" >"$OUT/b3-split.json"; then
+    FROM outbox o JOIN orders r ON r.id::text = o.ordering_key WHERE o.status = 'sent'" >"$OUT/b3-rows.csv"
+  if python3 "$BENCH/lib/b3-split.py" "$OUT/b3.pcap" "$SQS_PORT" "$PG_PORT" "$OUT/b3-rows.csv" \
+    >"$OUT/b3-split.json"; then
     say "B3 hops (ms, p50/p99): $(jq -r '[.total_ms, .statement_ms, .reply_ms, .to_sqs_ms, .sqs_ms, .to_stamp_ms] |
       map("\(.p50)/\(.p99)") | "total \(.[0]), statement \(.[1]), reply \(.[2]), to_sqs \(.[3]), sqs \(.[4]), to_stamp \(.[5])"' "$OUT/b3-split.json")"
   else
     say "b3-split.py failed"
   fi
   impl_down
+fi
+
+if [ $SPLIT = 1 ]; then
+  say "CPU split: B1 ingest only"
+  impl_reset >/dev/null; OB_RELAYS=0 OB_CONSUMERS=0 impl_up; sleep 1
+  b1_split b1-ingest-only
+  say "CPU split: B1 default configuration"
+  impl_reset >/dev/null; impl_up; sleep 1
+  b1_split b1-full-chain
+  IDX="CREATE INDEX IF NOT EXISTS bench_outbox_busy_idx ON outbox (ordering_key) WHERE status <> 'sent' AND (status = 'failed' OR first_claimed_at IS NOT NULL)"
+  for cfg in "sqs 1" "sqs 4" "http 1" "http 4" "sqs 1 index" "sqs 4 index"; do
+    set -- $cfg
+    say "CPU split: B2 $1, $2 relay(s)${3:+, with the proposed index}"
+    impl_reset >/dev/null
+    OB_SINK=$1 OB_EXTRA_SQL=${3:+$IDX} b2_split "b2-$1-$2relay${3:+-index}" "$2"
+  done
+  sql -c "DROP INDEX IF EXISTS bench_outbox_busy_idx" >/dev/null
 fi
 
 if [ $CG = 1 ]; then
