@@ -18,16 +18,18 @@
 # 3. B3 hops, run first, on the fresh stack: one B3 run (50 orders/s for 20 s) under a
 #    loopback capture (tcpdump, as root); per order, its commit -> ack time split into
 #    PostgreSQL, outboxd and the emulator (lib/b3-split.py), in DIR/b3-split.json; the
-#    capture and the rows it was matched with are DIR/b3.pcap and DIR/b3-rows.csv.
+#    capture and the rows it was matched with are DIR/b3.pcap and DIR/b3-rows.csv, the run's
+#    own result DIR/b3.jsonl (and its output b3-e2e.txt), tcpdump's messages tcpdump.log.
+# Exits non-zero when a step's run or split failed.
 # Brings up its own stack (tests/lib/stack.sh) and nginx sink; OUTBOXD_BIN as in run.sh.
 # Needs the workload folder: uses the vendored bench/workloads (npm ci in a scratch copy).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-OUT= CG=1 B3=1 SPLIT=1 tp=
+OUT= CG=1 B3=1 SPLIT=1 tp= failed=0
 while [ $# -gt 0 ]; do
   case $1 in
-  --out) OUT=$2; shift ;;
+  --out) OUT=${2:?--out needs a folder}; shift ;;
   --no-callgrind) CG=0 ;;
   --no-b3) B3=0 ;;
   --only-b3) SPLIT=0 CG=0 ;;
@@ -133,22 +135,24 @@ if [ $B3 = 1 ]; then
   for _ in $(seq 50); do grep -q 'listening on' "$OUT/tcpdump.log" && break; sleep 0.1; done
   grep -q 'listening on' "$OUT/tcpdump.log" ||
     die "tcpdump did not start (root is needed): $(cat "$OUT/tcpdump.log")"
-  RESULTS_FILE=$OUT/b3.jsonl LABEL=profile-b3 ./b3-e2e.sh >"$OUT/b3-e2e.txt" 2>&1 ||
-    say "b3-e2e.sh failed: $OUT/b3-e2e.txt"
+  b3ok=1
+  RESULTS_FILE=$OUT/b3.jsonl LABEL=profile-b3 ./b3-e2e.sh >"$OUT/b3-e2e.txt" 2>&1 || b3ok=0
   sleep 1   # tcpdump writes what the kernel still holds, then stops
-  kill "$tp"; wait "$tp" 2>/dev/null; tp=
+  kill "$tp" 2>/dev/null; wait "$tp" 2>/dev/null; tp=
   drops=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$OUT/tcpdump.log")
   [ "${drops:-0}" = 0 ] || say "WARNING: tcpdump dropped $drops packets: rows will be missing"
   # b3-e2e.sh starts from an empty outbox: every row is one of its orders
   sql -F, -c "SELECT o.id, extract(epoch FROM o.created_at), extract(epoch FROM
       pg_xact_commit_timestamp(r.xmin)), extract(epoch FROM o.sent_at), r.id
     FROM outbox o JOIN orders r ON r.id::text = o.ordering_key WHERE o.status = 'sent'" >"$OUT/b3-rows.csv"
-  if python3 "$BENCH/lib/b3-split.py" "$OUT/b3.pcap" "$SQS_PORT" "$PG_PORT" "$OUT/b3-rows.csv" \
+  if [ $b3ok = 0 ]; then
+    say "b3-e2e.sh failed, no split: $OUT/b3-e2e.txt"; failed=1
+  elif python3 "$BENCH/lib/b3-split.py" "$OUT/b3.pcap" "$SQS_PORT" "$PG_PORT" "$OUT/b3-rows.csv" \
     >"$OUT/b3-split.json"; then
     say "B3 hops (ms, p50/p99): $(jq -r '[.total_ms, .statement_ms, .reply_ms, .to_sqs_ms, .sqs_ms, .to_stamp_ms] |
       map("\(.p50)/\(.p99)") | "total \(.[0]), statement \(.[1]), reply \(.[2]), to_sqs \(.[3]), sqs \(.[4]), to_stamp \(.[5])"' "$OUT/b3-split.json")"
   else
-    say "b3-split.py failed"
+    say "b3-split.py failed"; failed=1
   fi
   impl_down
 fi
@@ -221,3 +225,4 @@ if [ $CG = 1 ]; then
   done
 fi
 say "done: $OUT"
+exit $failed

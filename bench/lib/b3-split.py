@@ -48,6 +48,8 @@ def packets(path):
         die("%s: %s" % (path, e.strerror))
     with f:
         head = f.read(24)
+        if 0 < len(head) < 24:
+            die("%s: truncated pcap header" % path)
         magic = struct.unpack("<I", head[:4])[0] if len(head) == 24 else 0
         if magic == 0x0A0D0D0A:
             die("%s is pcapng: capture with tcpdump -w, or convert with "
@@ -80,18 +82,41 @@ def packets(path):
                 yield sec + sub / frac, sport, dport, payload
 
 
+def read_rows(path):
+    """(row id, created_at, commit, sent_at, order id) of each line of ROWS_CSV."""
+    rows = []
+    try:
+        with open(path, newline="") as f:
+            for n, line in enumerate(csv.reader(f), 1):
+                if not line:
+                    continue
+                try:
+                    rid, created, commit, sent, order = line
+                    rows.append((int(rid), float(created), float(commit), float(sent), order))
+                except ValueError:
+                    die("%s:%d: expected id,created_at,commit,sent_at,order_id" % (path, n))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        die("%s: %s" % (path, getattr(e, "strerror", None) or "not a text CSV file"))
+    return rows
+
+
 def main():
     if len(sys.argv) != 5:
-        sys.exit(__doc__)
+        die("usage: b3-split.py PCAP SQS_PORT PG_PORT ROWS_CSV (see the comment at its top)")
     pcap, rows_csv = sys.argv[1], sys.argv[4]
     try:
         sqs, pg = int(sys.argv[2]), int(sys.argv[3])
     except ValueError:
-        die("SQS_PORT and PG_PORT are port numbers")
+        sqs = pg = 0
+    if not (0 < sqs < 65536 and 0 < pg < 65536):
+        die("SQS_PORT and PG_PORT are port numbers (1-65535)")
+    rows = read_rows(rows_csv)
+    seen = set()                    # the ports that showed up at all
     calls, open_call = [], {}       # SQS calls; the one in progress per client port
     http_ports = set()              # client ports of the HTTP workers' connections
     pg_reply = {}                   # order id -> its first packet back to an HTTP worker
     for t, sport, dport, payload in packets(pcap):
+        seen.update((sport, dport))
         if dport == sqs:
             c = open_call.get(sport)
             if c is None or c["answer"] is not None:
@@ -114,24 +139,24 @@ def main():
         if m and m.group(1) == b"SendMessageBatch" and c["answer"] is not None:
             for i in ENTRY_ID.findall(c["body"]):
                 by_row.setdefault(int(i), []).append(c)
-    split, n_csv, no_call, no_reply = [], 0, 0, 0
-    with open(rows_csv) as f:
-        for rid, created, commit, sent, order in csv.reader(f):
-            n_csv += 1
-            created, commit, sent = float(created), float(commit), float(sent)
-            # a retried row: the call whose answer the relay stamped
-            c = [c for c in by_row.get(int(rid), []) if c["answer"] <= sent]
-            r = pg_reply.get(order)
-            if not c:
-                no_call += 1
-            if r is None:
-                no_reply += 1
-            if not c or r is None:
-                continue
-            c = c[-1]
-            split.append({"row": int(rid), "total": sent - created, "statement": commit - created,
-                          "reply": r - commit, "to_sqs": c["sent"] - r,
-                          "sqs": c["answer"] - c["sent"], "to_stamp": sent - c["answer"]})
+    for name, port in (("SQS_PORT", sqs), ("PG_PORT", pg)):
+        if port not in seen:
+            die("no packet on %s %d in %s: a wrong port?" % (name, port, pcap))
+    split, n_csv, no_call, no_reply = [], len(rows), 0, 0
+    for rid, created, commit, sent, order in rows:
+        # a retried row: the call whose answer the relay stamped
+        c = [c for c in by_row.get(rid, []) if c["answer"] <= sent]
+        r = pg_reply.get(order)
+        if not c:
+            no_call += 1
+        if r is None:
+            no_reply += 1
+        if not c or r is None:
+            continue
+        c = c[-1]
+        split.append({"row": rid, "total": sent - created, "statement": commit - created,
+                      "reply": r - commit, "to_sqs": c["sent"] - r,
+                      "sqs": c["answer"] - c["sent"], "to_stamp": sent - c["answer"]})
     if no_call or no_reply:
         print("b3-split: of %d rows, %d without a SendMessageBatch in the capture and %d without "
               "PostgreSQL's reply to an HTTP worker (a capture that dropped packets, or rows "
