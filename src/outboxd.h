@@ -760,9 +760,10 @@ int		 handoff_can_send(void);
  * nobody will read it; EMSGSIZE: larger than HANDOFF_MAX with its
  * header). */
 int		 handoff_send(const struct handoff_row *);
-/* Master, at a stop (not a reload): close the socket for reading.  Rows already in it stay readable; every send after it fails
- * with EPIPE, so the sender knows at once that nobody will read the row.
- * Returns 0, or -1 with errno. */
+/* Master, at a stop (not a reload): close the socket for reading.  Rows
+ * already in it stay readable; every send after it fails with EPIPE, so
+ * the sender knows at once that nobody will read the row.  Returns 0, or
+ * -1 with errno. */
 int		 handoff_shut(void);
 /* 1 if handoff_shut() was called (by any holder of the reading end). */
 int		 handoff_is_shut(void);
