@@ -102,27 +102,27 @@ echo "{\"bench\":\"meta\",\"date\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"commit\"
 # itself takes seconds, and wrk must still be running when the second one looks for it.
 b1_split() { # LABEL
   wrk -t2 -c32 -d30s -s b1-post.lua "$BASE_URL/orders" >"$OUT/wrk.$1.txt" 2>&1 &
-  local w=$! t0 t1
-  sleep 3; cpu_snap "$SCRATCH/a"; t0=$(now); pgss_reset
-  sleep 6; cpu_snap "$SCRATCH/b"; t1=$(now); pgss_dump "$1"
+  local w=$!
+  sleep 3; cpu_snap "$SCRATCH/a"; pgss_reset
+  sleep 6; cpu_snap "$SCRATCH/b"; pgss_dump "$1"
   kill -INT $w 2>/dev/null; wait $w
-  cpu_result "$1" "$SCRATCH/a" "$SCRATCH/b" "$(fsub "$t1" "$t0")"
+  cpu_result "$1" "$SCRATCH/a" "$SCRATCH/b"
 }
 # B2: N rows, R relays; snapshots 0.5 s after the start and when 20% are left (or ~3 min).
 # 100,000 rows, not B2's 20,000: those drain in under 2 s now, most of it before the first
 # snapshot is taken.  Written 20,000 a transaction: the schema's commit stamp takes a lock
 # per key, and 100,000 in one transaction overflow PostgreSQL's lock table.
 b2_split() { # LABEL RELAYS
-  local t0 t1 p n=100000
+  local p n=100000
   impl_relays_stop; impl_consumers_stop
   for _ in 1 2 3 4 5; do sql -v n=$((n / 5)) <<<"$B2_INSERT_SQL" >/dev/null; done
   impl_relays_start "$2"; sleep 0.5
-  cpu_snap "$SCRATCH/a"; t0=$(now); pgss_reset
+  cpu_snap "$SCRATCH/a"; pgss_reset
   for _ in $(seq 1200); do
     p=$(sql -c "$OUTBOX_PENDING_SQL"); [ "$p" -le $((n / 5)) ] && break; sleep 0.1
   done
-  cpu_snap "$SCRATCH/b"; t1=$(now); pgss_dump "$1"
-  cpu_result "$1 events=$((n - p))" "$SCRATCH/a" "$SCRATCH/b" "$(fsub "$t1" "$t0")"
+  cpu_snap "$SCRATCH/b"; pgss_dump "$1"
+  cpu_result "$1 events=$((n - p))" "$SCRATCH/a" "$SCRATCH/b"
   impl_relays_stop
 }
 

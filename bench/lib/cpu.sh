@@ -11,8 +11,8 @@
 #             = everything else on the machine, other users' work included
 #   uptime    /proc/uptime read right after /proc/stat (centiseconds): the wall time the
 #             machine figure covers, whatever the snapshot itself takes on a loaded machine
-# cpu_result LABEL A B WALL   print and record (lib.sh's result) one JSON line: seconds of
-#   CPU per group between snapshots A and B, and the share of the machine's 2 cores.
+# cpu_result LABEL A B   print and record (lib.sh's result) one JSON line: seconds of CPU
+#   per group between snapshots A and B, and the share of the machine's 2 cores.
 _cpu_proc() { # PID [with_children_exited] -> ticks
   local f=/proc/$1/stat
   [ -r "$f" ] || { echo 0; return; }
@@ -47,21 +47,21 @@ cpu_snap() {
   } >"$out"
 }
 # wall_s and the busy share use the wall time between the two /proc/stat reads (uptime), not
-# WALL_S (kept for snapshots without it): a snapshot takes ~0.3 s, more on a loaded machine.
-cpu_result() { # LABEL A B WALL_S
+# the time between the calls: a snapshot takes ~0.3 s, more on a loaded machine.
+cpu_result() { # LABEL A B
   local j
-  j=$(awk -v lbl="$1" -v wall="$4" -v hz="$(getconf CLK_TCK)" -v ncpu="$(nproc)" '
+  j=$(awk -v lbl="$1" -v hz="$(getconf CLK_TCK)" -v ncpu="$(nproc)" '
     FNR == NR { a[$1] = $2; next } { d[$1] = ($2 - a[$1]) / ($1 == "uptime" ? 100 : hz) }
     END {
-      mwall = ("uptime" in d && d["uptime"] > 0) ? d["uptime"] : wall
+      wall = d["uptime"]
       known = d["pg"] + d["outboxd"] + d["sqs"] + d["ddb"] + d["sink"] + d["load"]
       other = d["machine"] - known; if (other < 0) other = 0
-      printf "{\"bench\":\"cpu\",\"label\":\"%s\",\"wall_s\":%.2f", lbl, mwall
+      printf "{\"bench\":\"cpu\",\"label\":\"%s\",\"wall_s\":%.2f", lbl, wall
       n = split("pg outboxd sqs ddb sink load", g, " ")
       for (i = 1; i <= n; i++) printf ",\"%s_cpu_s\":%.2f", g[i], d[g[i]]
       printf ",\"other_cpu_s\":%.2f,\"machine_cpu_s\":%.2f", other, d["machine"]
       for (i = 1; i <= n; i++) printf ",\"%s_pct\":%.1f", g[i], (d["machine"] > 0 ? 100 * d[g[i]] / d["machine"] : 0)
-      printf ",\"other_pct\":%.1f,\"machine_busy_pct\":%.1f}", (d["machine"] > 0 ? 100 * other / d["machine"] : 0), (mwall > 0 ? 100 * d["machine"] / (mwall * ncpu) : 0)
+      printf ",\"other_pct\":%.1f,\"machine_busy_pct\":%.1f}", (d["machine"] > 0 ? 100 * other / d["machine"] : 0), (wall > 0 ? 100 * d["machine"] / (wall * ncpu) : 0)
     }' "$2" "$3")
   result "$j"
 }

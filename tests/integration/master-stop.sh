@@ -38,7 +38,6 @@ OB_HTTP_WORKERS=2 OB_RELAY_WORKERS=2 OB_CONSUMER_WORKERS=1 OB_WAIT_TIME=5 \
 OB_SHUTDOWN_TIMEOUT=$SHUTDOWN_MS OB_EXTRA_RELAY="timeout = 2000
 	lease = 5000" outbox_conf_write "$T_DIR/outbox.conf"
 
-
 # alive_of PIDS... -- those of PIDS still running (zombies are not)
 alive_of() {
 	local p
