@@ -61,10 +61,10 @@ for (const lbl of ["ingest-only", "full-chain"]) {
   // the full chain publishing to the nginx 204 sink instead of SQS: a broker that costs these
   // cores little, as AWS's would cost them nothing; and how far publishing kept up in both
   const lbl = "full-chain-webhook", rps = b1(ob, lbl, "rps"), p50 = b1(ob, lbl, "p50_ms"), p99 = b1(ob, lbl, "p99_ms");
-  if (rps) row("B1 ingest", "req/s; p50 / p99 latency ms (full chain publishing to the nginx 204 sink, `relay.sink = \"http\"`, instead of SQS)", `${fmt(rps)}; ${fmt(p50)} / ${fmt(p99)}`, "", "", "(info)", null, { key: "b1_full-chain-webhook", value: val(p99), rps: val(rps) });
+  if (rps) row("B1 ingest", "req/s; p50 / p99 latency ms (full chain publishing to the nginx 204 sink, `relay.sink = \"http\"`, instead of SQS; the consumer idle)", `${fmt(rps)}; ${fmt(p50)} / ${fmt(p99)}`, "", "", "(info)", null, { key: "b1_full-chain-webhook", value: val(p99), rps: val(rps) });
   const bl = (l) => stat(ob, { bench: "b1-backlog", label: l }, "pending"), rowsOf = (l) => stat(ob, { bench: "b1-backlog", label: l }, "rows");
   const bs = bl("full-chain"), bw = bl(lbl);
-  if (bs || bw) row("B1 ingest", "outbox rows still pending right after the run, of all written: full chain to SQS; to the HTTP sink", `${fmt(bs)} of ${fmt(rowsOf("full-chain"))}; ${fmt(bw)} of ${fmt(rowsOf(lbl))}`, "", "", "(info)", null, { key: "b1_backlog", value: val(bs), webhook: val(bw) });
+  if (bs || bw) row("B1 ingest", "outbox rows still pending ~1 s after the run, of all written: full chain to SQS; to the HTTP sink (consumer idle)", `${fmt(bs)} of ${fmt(rowsOf("full-chain"))}; ${fmt(bw)} of ${fmt(rowsOf(lbl))}`, "", "", "(info)", null, { key: "b1_backlog", value: val(bs), webhook: val(bw) });
 }
 {
   const b1s = sel(ob, { bench: "b1" }).filter((r) => r.label !== "growth");
