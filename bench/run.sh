@@ -171,10 +171,11 @@ say "results in $OUT (commit ${commit:0:12}, load $(cut -d' ' -f1-3 /proc/loadav
 # ---- outboxd -----------------------------------------------------------------------------
 ob() { (cd "$WL" && IMPL=$WL/impl/outboxd.sh RESULTS_FILE=$OUT/outboxd.jsonl "$@"); }
 ob_do() { ob bash -c "source lib.sh; load_impl; $*"; }
-ob_backlog() { # LABEL: outbox rows still pending right after a B1 (did publishing keep up?)
+ob_backlog() { # LABEL: outbox rows still pending ~1 s after a B1 (did the relays keep up?)
   local n
-  n=$(psql -qAtX "$DATABASE_URL" -c "SELECT count(*) FILTER (WHERE status = 'pending') || ' ' || count(*) FROM outbox") ||
-    die "cannot count the outbox rows after B1 $1"
+  # the adapter's own idea of "pending", as b2-drain.sh uses it
+  n=$(ob_do 'echo "$(sql -c "$OUTBOX_PENDING_SQL") $(sql -c "SELECT count(*) FROM outbox")"')
+  [[ $n =~ ^[0-9]+\ [0-9]+$ ]] || die "cannot count the outbox rows after B1 $1: '$n'"
   jq -cn --arg l "$1" --arg n "$n" '($n | split(" ") | map(tonumber)) as $v |
     {bench:"b1-backlog",impl:"outboxd",label:$l,pending:$v[0],rows:$v[1]}' >>"$OUT/outboxd.jsonl"
 }
