@@ -86,20 +86,14 @@ static const char admin_sql_pause[] =
 
 static const char admin_sql_wake[] = "NOTIFY " OUTBOX_CHANNEL;
 
-/* libpq's message on one line, without its trailing newline. */
+/* "what: " and libpq's message on one line. */
 static void
 admin_pgerr(char *err, size_t errlen, const char *what, const char *msg)
 {
-	size_t	 n;
-	char	*p;
+	char	buf[512];
 
-	snprintf(err, errlen, "%s: %s", what, msg != NULL && *msg != '\0' ?
-	    msg : "unknown error");
-	n = strlen(err);
-	while (n > 0 && (err[n - 1] == '\n' || err[n - 1] == ' '))
-		err[--n] = '\0';
-	for (p = err; (p = strchr(p, '\n')) != NULL; )
-		*p = ' ';
+	snprintf(err, errlen, "%s: %s", what, db_errline(buf, sizeof(buf),
+	    msg));
 }
 
 /* Run sql; the result if it has the wanted status, else NULL with err. */

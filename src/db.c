@@ -25,6 +25,34 @@ db_errcpy(char *err, size_t errlen, const char *msg)
 		err[--n] = '\0';
 }
 
+const char *
+db_errline(char *buf, size_t len, const char *msg)
+{
+	char	*p;
+
+	db_errcpy(buf, len, msg);
+	for (p = buf; (p = strchr(p, '\n')) != NULL; )
+		*p = ' ';
+	return buf;
+}
+
+const char *
+db_result_error(char *buf, size_t len, const struct pg_result *res,
+    const struct pg_conn *conn)
+{
+	const char	*msg = NULL;
+
+	if (res != NULL && (msg = PQresultErrorField(res,
+	    PG_DIAG_MESSAGE_PRIMARY)) != NULL &&
+	    msg[strspn(msg, " \t\r\n")] == '\0')
+		msg = "(an empty message)";
+	if (msg == NULL && conn != NULL && *PQerrorMessage(conn) != '\0')
+		msg = PQerrorMessage(conn);
+	if (msg == NULL && res != NULL)
+		msg = PQresStatus(PQresultStatus(res));
+	return db_errline(buf, len, msg);
+}
+
 /* libpq writes notices, and errors that arrive between queries (the
  * server's "terminating connection" when it restarts), to stderr by
  * default: a line in neither log format.  They go through the log, at

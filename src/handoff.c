@@ -89,7 +89,7 @@ handoff_can_send(void)
 }
 
 int
-handoff_send(const struct handoff_row *row)
+handoff_send(const struct claimed_row *row)
 {
 	struct handoff_hdr	h;
 	struct iovec		iov[4];
@@ -156,7 +156,7 @@ handoff_fd(void)
 }
 
 int
-handoff_recv(struct handoff_row *row, char *buf, size_t size)
+handoff_recv(struct claimed_row *row, char *buf, size_t size)
 {
 	struct handoff_hdr	h;
 	ssize_t			n;

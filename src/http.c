@@ -176,11 +176,6 @@ static const char http_sql_trigger[] =
 	"AND pg_get_triggerdef(oid) NOT LIKE '%outboxd.notify%')";
 
 static const char http_sql_notify[] = "NOTIFY " OUTBOX_CHANNEL;
-/* A handed-off row nobody will read (http_give_back()): free for any
- * relay's claim, if it is still under the one its insert set. */
-static const char http_sql_give_back[] = "UPDATE outbox SET claim = NULL, "
-    "available_at = now() WHERE id = $1 AND claim = $2";
-
 struct http_worker;
 
 enum http_job_kind { HTTP_JOB_INSERT, HTTP_JOB_GET, HTTP_JOB_NOTIFY,
@@ -333,7 +328,6 @@ static void	http_give_back(struct http_worker *, int64_t, int64_t);
 static int	http_notify_claim(struct http_worker *);
 static void	http_stats_reply(struct http_worker *, struct evhttp_request *,
 		    int, const char *);
-static const char *http_pgmsg(const char *, char *, size_t);
 static void	http_pgwhy(struct http_pgwhy *, const PGresult *);
 static const char *http_pgfield(const PGresult *, int, char *, size_t);
 
@@ -668,18 +662,6 @@ http_job_submit(struct http_worker *w, struct http_job *job)
 
 /* ---- database connections -------------------------------------------- */
 
-/* libpq messages end in a newline, and may hold more: one line here. */
-static const char *
-http_pgmsg(const char *msg, char *buf, size_t len)
-{
-	char	*p;
-
-	db_errcpy(buf, len, msg);
-	for (p = buf; (p = strchr(p, '\n')) != NULL; )
-		*p = ' ';
-	return buf;
-}
-
 /* One of a failed statement's fields (PQresultErrorField) in buf, on one
  * line and cut at a character; NULL if the server sent none, or only
  * blanks (RAISE ... USING DETAIL = '' says nothing). */
@@ -690,7 +672,7 @@ http_pgfield(const PGresult *res, int field, char *buf, size_t len)
 
 	if (v == NULL || v[strspn(v, " \t\r\n")] == '\0')
 		return NULL;
-	return http_pgmsg(v, buf, len);
+	return db_errline(buf, len, v);
 }
 
 /* A failed statement's DETAIL and HINT; NULL where the server sent none. */
@@ -710,7 +692,7 @@ http_db_notice(void *arg, const char *message)
 	char		 buf[512];
 
 	log_debug("database connection %d: %s", db->index,
-	    http_pgmsg(message, buf, sizeof(buf)));
+	    db_errline(buf, sizeof(buf), message));
 }
 
 /* Drop the libpq connection and its events. */
@@ -800,11 +782,7 @@ http_db_log_result(struct http_db *db, const PGresult *res)
 	char			 buf[512];
 
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-	msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-	if (msg != NULL && msg[strspn(msg, " \t\r\n")] == '\0')
-		msg = "(an empty message)";
-	msg = http_pgmsg(msg != NULL ? msg : PQresStatus(PQresultStatus(res)),
-	    buf, sizeof(buf));
+	msg = db_result_error(buf, sizeof(buf), res, NULL);
 	if (http_res_refused(res)) {
 		struct http_pgwhy	 why;
 
@@ -1228,8 +1206,8 @@ http_db_broken(struct http_db *db, const char *what)
 	struct http_job		*job;
 	char			 buf[512];
 
-	http_pgmsg(db->pg != NULL ? PQerrorMessage(db->pg) : NULL, buf,
-	    sizeof(buf));
+	db_errline(buf, sizeof(buf), db->pg != NULL ? PQerrorMessage(db->pg) :
+	    NULL);
 	/* Once per outage; the attempts that follow only at debug level. */
 	if (db->backoff == HTTP_BACKOFF_MIN_MS)
 		log_warnx("database connection %d: %s: %s; retrying in %ld ms",
@@ -1387,7 +1365,7 @@ http_db_run(struct http_db *db, struct http_job *job)
 		/* The first order after a quiet spell: written claimed and
 		 * handed to relay 1 after its commit (http_handoff()). */
 		job->handoff = 1;
-		job->handoff_claim = relay_claim_token();
+		job->handoff_claim = claim_token();
 		job->handoff_us = clock_mono_us();
 		snprintf(claim, sizeof(claim), "%" PRId64, job->handoff_claim);
 		snprintf(lease, sizeof(lease), "%ld", db->w->conf->relay.lease);
@@ -1410,11 +1388,13 @@ http_db_run(struct http_db *db, struct http_job *job)
 		ok = PQsendQueryParams(db->pg, metrics_outbox_sql, 0, NULL,
 		    NULL, NULL, NULL, 0);
 	else if (job->kind == HTTP_JOB_GIVE_BACK) {
-		snprintf(row, sizeof(row), "%" PRId64, job->row_id);
-		snprintf(claim, sizeof(claim), "%" PRId64, job->handoff_claim);
+		/* A handed-off row nobody will read (http_give_back()). */
+		snprintf(row, sizeof(row), "{%" PRId64 "}", job->row_id);
+		snprintf(claim, sizeof(claim), "{%" PRId64 "}",
+		    job->handoff_claim);
 		values[0] = row;
 		values[1] = claim;
-		ok = PQsendQueryParams(db->pg, http_sql_give_back, 2, NULL,
+		ok = PQsendQueryParams(db->pg, claim_give_back_sql, 2, NULL,
 		    values, NULL, NULL, 0);
 	} else
 		ok = PQsendQueryParams(db->pg, http_sql_notify, 0, NULL, NULL,
@@ -1510,7 +1490,7 @@ http_handoff(struct http_worker *w, struct http_job *job)
 {
 	static struct log_limit	 limit;
 	const PGresult		*res = job->res;
-	struct handoff_row	 row;
+	struct claimed_row	 row;
 
 	if (PQntuples(res) != 1 || PQnfields(res) != HTTP_COLS_CLAIMED ||
 	    PQgetisnull(res, 0, HTTP_COL_CLAIM))
@@ -2273,8 +2253,8 @@ http_worker_db(struct http_worker *w)
 		}
 		if (http_db_attach(db) == -1) {
 			log_error("database connection %d: cannot use it: %s",
-			    i, http_pgmsg(PQerrorMessage(db->pg), err,
-			    sizeof(err)));
+			    i, db_errline(err, sizeof(err),
+			    PQerrorMessage(db->pg)));
 			return -1;
 		}
 	}

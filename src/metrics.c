@@ -389,9 +389,8 @@ metrics_outbox_down(const char *why)
 void
 metrics_outbox_store(const struct pg_result *res)
 {
-	const char	*state, *msg;
+	const char	*state;
 	char		 buf[METRICS_ERROR_MAX];
-	size_t		 n;
 
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
 	    PQnfields(res) == 4) {
@@ -404,12 +403,7 @@ metrics_outbox_store(const struct pg_result *res)
 		return;
 	}
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-	msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
-	snprintf(buf, sizeof(buf), "%s", msg != NULL ? msg :
-	    PQresStatus(PQresultStatus(res)));
-	n = strlen(buf);
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = '\0';
+	db_result_error(buf, sizeof(buf), res, NULL);
 	/* undefined table, column or function: sql/schema.sql not applied */
 	if (state != NULL && (strcmp(state, "42P01") == 0 ||
 	    strcmp(state, "42703") == 0 || strcmp(state, "42883") == 0))

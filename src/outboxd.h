@@ -306,6 +306,17 @@ void		 db_log_notices(struct pg_conn *);
  * UTF-8 character if it must be, without the newline and spaces it ends
  * with. */
 void		 db_errcpy(char *err, size_t errlen, const char *msg);
+/* The same, on one line: every newline a space.  Returns buf. */
+const char	*db_errline(char *buf, size_t len, const char *msg);
+/*
+ * Why the statement of res failed, on one line into buf (len bytes) as
+ * db_errline() writes it: the server's primary message ("(an empty
+ * message)" when it sent only blanks), else conn's message (conn may be
+ * NULL), else the name of res's status.  res NULL: conn's message.
+ * Returns buf.
+ */
+const char	*db_result_error(char *buf, size_t len,
+		    const struct pg_result *res, const struct pg_conn *conn);
 /* 0 if the orders and outbox tables exist, else -1 with a message saying
  * how to apply sql/schema.sql.  An index outboxd can do without (one
  * added since the first release) is only warned about. */
@@ -726,26 +737,40 @@ int		 admin_pause(struct pg_conn *, int paused, struct cJSON **out,
  * not depend on where they differ (SHA-256 of both, CRYPTO_memcmp). */
 int		 admin_token_equal(const char *a, const char *b);
 
-/* ---- handoff.c: claimed rows from the HTTP workers to relay 1 --------- */
+/* ---- claim.c: claim tokens, claimed rows, giving them back ----------- */
 
-#define HANDOFF_MAX	65536	/* bytes of one handed-off row, at most */
-
-enum handoff_end { HANDOFF_NONE, HANDOFF_SENDER, HANDOFF_RECEIVER };
-
-/* One outbox row, written already claimed (attempts 0).  The strings are
- * not NUL-terminated; handoff_recv() points them into its buffer. */
-struct handoff_row {
+/* One claimed outbox row: from a relay's claim, or written already
+ * claimed by an HTTP worker and handed to relay 1 (handoff.c).  The
+ * strings are not NUL-terminated; they point into the claim's result or
+ * the handoff datagram. */
+struct claimed_row {
 	int64_t		 claim;		/* its claim token */
 	int64_t		 claimed_us;	/* monotonic us before the claiming
 					   statement was sent: its lease
 					   runs from no earlier */
 	int64_t		 id;
 	int64_t		 created_ms;	/* created_at, ms since the epoch */
-	long		 lease_ms;	/* its lease (the writer's
+	long		 lease_ms;	/* its lease (the claimer's
 					   relay.lease) */
 	const char	*type, *key, *payload;
 	size_t		 type_len, key_len, payload_len;
 };
+
+/* A new random claim token: unique enough per claim, only compared for
+ * equality; never negative. */
+int64_t		 claim_token(void);
+/* Give claimed rows back unpublished, free for any relay's claim at once:
+ * $1 the ids (bigint[]), $2 the claim token of each (bigint[]); a row is
+ * given back only if it is still under that claim.  PQcmdTuples() says
+ * how many were. */
+extern const char claim_give_back_sql[];
+
+/* ---- handoff.c: claimed rows from the HTTP workers to relay 1 --------- */
+
+#define HANDOFF_MAX	65536	/* bytes of one handed-off row, at most */
+
+enum handoff_end { HANDOFF_NONE, HANDOFF_SENDER, HANDOFF_RECEIVER };
+
 
 /* Master, before the first fork: open the local socket pair (kept for
  * every generation of workers).  -1 with errno: no handoff, rows are
@@ -759,7 +784,7 @@ int		 handoff_can_send(void);
  * relay 1 is not reading; EPIPE: outboxd is stopping, handoff_shut(), and
  * nobody will read it; EMSGSIZE: larger than HANDOFF_MAX with its
  * header). */
-int		 handoff_send(const struct handoff_row *);
+int		 handoff_send(const struct claimed_row *);
 /* Master, at a stop (not a reload): close the socket for reading.  Rows
  * already in it stay readable; every send after it fails with EPIPE, so
  * the sender knows at once that nobody will read the row.  Returns 0, or
@@ -772,7 +797,7 @@ int		 handoff_fd(void);
 /* Take one row into buf (HANDOFF_MAX bytes).  1 got one (row points into
  * buf), 0 none waiting, -1 with errno: EMSGSIZE or EBADMSG a malformed
  * datagram was skipped, anything else the socket failed. */
-int		 handoff_recv(struct handoff_row *, char *buf, size_t size);
+int		 handoff_recv(struct claimed_row *, char *buf, size_t size);
 /* Master, at exit: close both ends. */
 void		 handoff_close(void);
 
@@ -795,9 +820,6 @@ void		 retention_free(struct retention *);
 
 int		 http_worker_main(struct conf *, int listen_fd, int index);
 int		 relay_main(struct conf *, int index);
-/* A new random claim token (relay.c): unique enough per claim, only
- * compared for equality; never negative. */
-int64_t		 relay_claim_token(void);
 int		 consumer_main(struct conf *, int index);
 /* admin_http.c: the admin API on the master's admin socket. */
 int		 admin_http_main(struct conf *, int admin_fd);

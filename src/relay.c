@@ -174,14 +174,6 @@ static void	relay_handoff_gate(struct relay *);
 static void	relay_finish(struct relay *);
 static void	relay_disconnect(struct relay *, const char *);
 
-int64_t
-relay_claim_token(void)
-{
-	/* Unique enough per claim; only compared for equality. */
-	return (((int64_t)random() << 31) ^ random() ^
-	    ((int64_t)time(NULL) << 20)) & INT64_MAX;
-}
-
 /* Remember how long a statement took, in us: the longest of the recent
  * ones, each older one counting half as much. */
 static void
@@ -666,10 +658,7 @@ relay_give_back(struct relay *r, const int64_t *ids, const int64_t *claims,
 		fatal("malloc");
 	p[0] = ids_arr;
 	p[1] = claims_arr;
-	res = relay_exec(r, "UPDATE outbox o SET claim = NULL, "
-	    "available_at = now() FROM unnest($1::bigint[], $2::bigint[]) "
-	    "AS d(id, claim) WHERE o.id = d.id AND o.claim = d.claim", 2, p,
-	    PGRES_COMMAND_OK);
+	res = relay_exec(r, claim_give_back_sql, 2, p, PGRES_COMMAND_OK);
 	if (res != NULL)
 		given = atoi(PQcmdTuples(res));
 	PQclear(res);
@@ -725,7 +714,7 @@ static void
 relay_handoff_give_back(struct relay *r)
 {
 	static char		 buf[HANDOFF_MAX];
-	struct handoff_row	 row;
+	struct claimed_row	 row;
 	int64_t			 ids[RELAY_GIVE_BACK_MAX];
 	int64_t			 claims[RELAY_GIVE_BACK_MAX];
 	int			 rv, more, n = 0, given = 0, left = 0;
@@ -865,7 +854,7 @@ relay_claim_start(struct relay *r)
 	room = RELAY_MAX_INFLIGHT - r->inflight;
 	if (room > r->conf->relay.batch_size)
 		room = r->conf->relay.batch_size;
-	r->busy_token = relay_claim_token();
+	r->busy_token = claim_token();
 	r->busy_asked = room;
 	snprintf(claim, sizeof(claim), "%" PRId64, r->busy_token);
 	snprintf(lease, sizeof(lease), "%ld", r->conf->relay.lease);
@@ -889,7 +878,7 @@ relay_claim_start(struct relay *r)
  */
 static void
 relay_chunk_add(struct relay *r, struct relay_chunk **chp,
-    const struct handoff_row *row, int attempts, int64_t answered_us)
+    const struct claimed_row *row, int attempts, int64_t answered_us)
 {
 	struct relay_chunk	*ch = *chp;
 	struct outbox_msg	*m;
@@ -947,7 +936,7 @@ static void
 relay_claimed(struct relay *r, PGresult *res)
 {
 	struct relay_chunk	*ch = NULL;
-	struct handoff_row	 row;
+	struct claimed_row	 row;
 	int64_t			 now = clock_mono_us();
 	int			 i, n;
 
@@ -988,7 +977,7 @@ relay_on_handoff(evutil_socket_t fd, short what, void *arg)
 	static char		 buf[HANDOFF_MAX];
 	struct relay		*r = arg;
 	struct relay_chunk	*ch = NULL;
-	struct handoff_row	 row;
+	struct claimed_row	 row;
 	int64_t			 now = clock_mono_us();
 	int			 rv, n = 0;
 

@@ -106,18 +106,13 @@ retention_end(struct retention *rt, int more)
 static void
 retention_done(struct retention *rt, PGresult *res)
 {
-	const char	*msg;
 	char		 buf[512];
 	int		 n;
 
 	rt->busy = 0;
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		if ((msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)) ==
-		    NULL || *msg == '\0')
-			msg = PQerrorMessage(rt->conn);
-		db_errcpy(buf, sizeof(buf), *msg != '\0' ? msg :
-		    PQresStatus(PQresultStatus(res)));
-		log_error("retention: delete failed: %s", buf);
+		log_error("retention: delete failed: %s",
+		    db_result_error(buf, sizeof(buf), res, rt->conn));
 		metrics_retention(1, 0);
 		if (PQstatus(rt->conn) != CONNECTION_OK)
 			retention_close(rt);

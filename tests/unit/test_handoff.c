@@ -20,11 +20,11 @@
 
 #include "outboxd.h"
 
-static struct handoff_row
+static struct claimed_row
 row_make(int64_t id, const char *type, const char *key, const char *payload,
     size_t payload_len)
 {
-	struct handoff_row	r;
+	struct claimed_row	r;
 
 	memset(&r, 0, sizeof(r));
 	r.claim = INT64_MAX - id;
@@ -42,7 +42,7 @@ row_make(int64_t id, const char *type, const char *key, const char *payload,
 }
 
 static void
-row_equal(const struct handoff_row *a, const struct handoff_row *b)
+row_equal(const struct claimed_row *a, const struct claimed_row *b)
 {
 	assert_int_equal(a->claim, b->claim);
 	assert_int_equal(a->claimed_us, b->claimed_us);
@@ -78,7 +78,7 @@ test_round_trip(void **state)
 {
 	static char		 buf[HANDOFF_MAX];
 	static const char	 bin[] = "{\"a\":\"\0x\"}";
-	struct handoff_row	 a, b, got;
+	struct claimed_row	 a, b, got;
 
 	(void)state;
 	a = row_make(1, "order.created", "8f14e45f-ceea-467f-a0e6-0d2a1b2c3d4e",
@@ -97,7 +97,7 @@ static void
 test_too_large(void **state)
 {
 	static char		 buf[HANDOFF_MAX];
-	struct handoff_row	 r, got;
+	struct claimed_row	 r, got;
 	char			*big;
 
 	(void)state;
@@ -121,7 +121,7 @@ static void
 test_short_buffer(void **state)
 {
 	static char		 buf[HANDOFF_MAX];
-	struct handoff_row	 r, got;
+	struct claimed_row	 r, got;
 
 	(void)state;
 	r = row_make(4, "order.created", "k", "{\"orderId\":4}", 13);
@@ -139,7 +139,7 @@ test_short_buffer(void **state)
 static void
 test_ends(void **state)
 {
-	struct handoff_row	r;
+	struct claimed_row	r;
 
 	(void)state;
 	r = row_make(5, "t", "k", "{}", 2);
