@@ -212,3 +212,15 @@ nomem:
 	log_warnx("%s %s: out of memory", aws_service_name(svc), action);
 	return (-1);
 }
+
+char *
+aws_json_print(struct cJSON *root, size_t *len)
+{
+	char	*s;
+
+	s = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	if (s != NULL && len != NULL)
+		*len = strlen(s);
+	return (s);
+}

@@ -19,18 +19,6 @@
 /* Largest integer a double (cJSON's number) holds exactly: 2^53 - 1. */
 #define DDB_MAX_SAFE_INT	9007199254740991.0
 
-static char *
-ddb_print(cJSON *root, size_t *len)
-{
-	char	*s;
-
-	s = cJSON_PrintUnformatted(root);
-	cJSON_Delete(root);
-	if (s != NULL && len != NULL)
-		*len = strlen(s);
-	return (s);
-}
-
 /* {"S": s} or {"N": s} under name in obj; NULL on allocation failure. */
 static cJSON *
 ddb_add_attr(cJSON *obj, const char *name, const char *type, const char *s)
@@ -192,7 +180,7 @@ ddb_fulfillment_put_body(const char *table, const struct fulfillment *f,
 		cJSON_Delete(root);
 		return (NULL);
 	}
-	return (ddb_print(root, len));
+	return (aws_json_print(root, len));
 }
 
 char *
@@ -211,7 +199,7 @@ ddb_get_body(const char *table, const char *order_id, size_t *len)
 		cJSON_Delete(root);
 		return (NULL);
 	}
-	return (ddb_print(root, len));
+	return (aws_json_print(root, len));
 }
 
 /* A DynamoDB number string as a JSON number, kept exact (raw) when it is

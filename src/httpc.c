@@ -60,7 +60,6 @@ struct httpc {
 	struct event		*timer;
 	LIST_HEAD(, httpc_req)	 reqs;
 	LIST_HEAD(, httpc_sock)	 socks;
-	int			 inflight;
 	int			 busy;		/* inside a user callback */
 	int			 dying;		/* httpc_free() while busy */
 };
@@ -107,7 +106,6 @@ httpc_check(struct httpc *hc)
 		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
 		curl_multi_remove_handle(hc->multi, easy);
 		LIST_REMOVE(req, entry);
-		hc->inflight--;
 
 		memset(&resp, 0, sizeof resp);
 		resp.curl_code = code;
@@ -361,12 +359,6 @@ httpc_free(struct httpc *hc)
 }
 
 int
-httpc_inflight(const struct httpc *hc)
-{
-	return (hc->inflight);
-}
-
-int
 httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
     void *arg)
 {
@@ -453,7 +445,6 @@ httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
 		httpc_req_free(req);
 		return (-1);
 	}
-	hc->inflight++;
 	/*
 	 * Start it now instead: on a reused connection the request leaves
 	 * before the caller's next work (an HTTP worker's 201), not a turn

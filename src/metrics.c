@@ -29,19 +29,20 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
 #include <libpq-fe.h>
 
 #include "outboxd.h"
 
 #define METRICS_MAX_BUCKETS	18
 #define METRICS_ERROR_MAX	200
-#define METRICS_CONTENT_PREFIX	"text/plain; version=0.0.4"
 
 /* Upper bounds of the buckets, in microseconds. */
 static const uint64_t metrics_http_bounds[] = {
@@ -701,35 +702,16 @@ done:
 
 /* ---- readiness ------------------------------------------------------- */
 
-/* Append s to buf as a JSON string body (no quotes). */
-static size_t
-metrics_json_str(char *buf, size_t off, size_t size, const char *s)
-{
-	for (; *s != '\0' && off + 7 < size; s++) {
-		unsigned char	c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\') {
-			buf[off++] = '\\';
-			buf[off++] = (char)c;
-		} else if (c < 0x20)
-			off += (size_t)snprintf(buf + off, size - off,
-			    "\\u%04x", c);
-		else
-			buf[off++] = (char)c;
-	}
-	buf[off] = '\0';
-	return off;
-}
-
 int
 metrics_ready(char *buf, size_t size, const char *db_down, size_t *len)
 {
 	struct metrics_outbox	*o;
 	const char		*db = "ok", *schema = "ok";
 	char			 err[METRICS_ERROR_MAX], why[512];
+	cJSON			*j;
 	int64_t			 at, state, up = 0, want = 0;
-	size_t			 i, off;
-	int			 ready = 1, n;
+	size_t			 i;
+	int			 ready = 1, ok, n;
 
 	err[0] = '\0';
 	why[0] = '\0';
@@ -777,22 +759,21 @@ metrics_ready(char *buf, size_t size, const char *db_down, size_t *len)
 			ready = 0;
 		}
 	}
-	if (ready)
-		n = snprintf(buf, size, "{\"status\":\"ready\",\"database\":"
-		    "\"ok\",\"schema\":\"ok\",\"workers_up\":%" PRId64 ","
-		    "\"workers_desired\":%" PRId64 "}", up, want);
-	else {
-		n = snprintf(buf, size, "{\"status\":\"not_ready\",\"error\":"
-		    "\"not_ready\",\"message\":\"");
-		if (n < 0 || (size_t)n >= size)
-			return -1;
-		off = metrics_json_str(buf, (size_t)n, size - 128, why);
-		n = (int)off + snprintf(buf + off, size - off, "\",\"database\":"
-		    "\"%s\",\"schema\":\"%s\",\"workers_up\":%" PRId64 ","
-		    "\"workers_desired\":%" PRId64 "}", db, schema, up, want);
-	}
-	if (n < 0 || (size_t)n >= size)
+	if ((j = cJSON_CreateObject()) == NULL)
 		return -1;
-	*len = (size_t)n;
+	ok = cJSON_AddStringToObject(j, "status", ready ? "ready" :
+	    "not_ready") != NULL &&
+	    (ready || (cJSON_AddStringToObject(j, "error", "not_ready") !=
+	    NULL && cJSON_AddStringToObject(j, "message", why) != NULL)) &&
+	    cJSON_AddStringToObject(j, "database", db) != NULL &&
+	    cJSON_AddStringToObject(j, "schema", schema) != NULL &&
+	    cJSON_AddNumberToObject(j, "workers_up", (double)up) != NULL &&
+	    cJSON_AddNumberToObject(j, "workers_desired", (double)want) !=
+	    NULL && size <= INT_MAX &&
+	    cJSON_PrintPreallocated(j, buf, (int)size, 0);
+	cJSON_Delete(j);
+	if (!ok)
+		return -1;
+	*len = strlen(buf);
 	return ready ? 200 : 503;
 }

@@ -364,8 +364,6 @@ void		 httpc_free(struct httpc *);
  * Returns -1 (cb never runs) if the request could not be started. */
 int		 httpc_post(struct httpc *, const struct httpc_request *,
 		    httpc_cb *cb, void *arg);
-/* Requests started and not yet completed. */
-int		 httpc_inflight(const struct httpc *);
 /* Append the header "fmt" (printf-style, "Name: value") to *list for an
  * httpc_request; on failure returns -1 and frees the whole list (*list =
  * NULL), so callers check once after building it. */
@@ -401,6 +399,10 @@ int		 aws_call(struct httpc *, const struct conf *, enum aws_service,
 		    const char *action, const char *body, size_t body_len,
 		    long timeout, aws_cb *cb, void *arg,
 		    void (*arg_free)(void *));
+
+/* A request body: root as compact JSON text (caller frees), its length
+ * in *len unless len is NULL; root is freed.  NULL if out of memory. */
+char		*aws_json_print(struct cJSON *root, size_t *len);
 
 /* ---- sqs.c: SQS JSON request bodies and replies (no I/O) -------------- */
 

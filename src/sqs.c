@@ -35,19 +35,6 @@ sqs_strdup_printf(const char *fmt, ...)
 	return (s);
 }
 
-/* cJSON_PrintUnformatted and hand back the length too. */
-static char *
-sqs_print(cJSON *root, size_t *len)
-{
-	char	*s;
-
-	s = cJSON_PrintUnformatted(root);
-	cJSON_Delete(root);
-	if (s != NULL && len != NULL)
-		*len = strlen(s);
-	return (s);
-}
-
 /* String member or NULL when missing or not a string. */
 static const char *
 sqs_get_string(const cJSON *obj, const char *name)
@@ -135,7 +122,7 @@ sqs_send_batch_body(const char *queue_url, const struct outbox_msg *msgs,
 				goto fail;
 		}
 	}
-	return (sqs_print(root, len));
+	return (aws_json_print(root, len));
 
 fail:
 	cJSON_Delete(root);
@@ -244,7 +231,7 @@ sqs_receive_body(const char *queue_url, int wait_time, int max_messages,
 	if ((a = cJSON_AddArrayToObject(root, "AttributeNames")) == NULL)
 		goto fail;
 	cJSON_AddItemToArray(a, cJSON_CreateString("ApproximateReceiveCount"));
-	return (sqs_print(root, len));
+	return (aws_json_print(root, len));
 
 fail:
 	cJSON_Delete(root);
@@ -350,7 +337,7 @@ sqs_delete_batch_body(const char *queue_url, const char *const *handles,
 		    NULL)
 			goto fail;
 	}
-	return (sqs_print(root, len));
+	return (aws_json_print(root, len));
 
 fail:
 	cJSON_Delete(root);
