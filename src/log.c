@@ -180,42 +180,19 @@ log_reopen(void)
 	return log_path != NULL ? log_open(log_path) : 0;
 }
 
-/* Append s to buf as a logfmt value, quoted and escaped. */
+/*
+ * Append s to buf, quoted and escaped, as a logfmt value (json 0: other
+ * control characters become spaces) or a JSON string (json 1: \u00XX).
+ * A UTF-8 sequence is copied whole or not at all.
+ */
 static size_t
-log_quote(char *buf, size_t off, size_t len, const char *s)
+log_escape(char *buf, size_t off, size_t len, const char *s, int json)
 {
-	size_t	n;
+	size_t	n, keep = json ? 8 : 3;
 
 	if (off + 1 < len)
 		buf[off++] = '"';
-	for (; *s != '\0' && off + 3 < len; s++) {
-		if (*s == '"' || *s == '\\') {
-			buf[off++] = '\\';
-			buf[off++] = *s;
-		} else if (*s == '\n') {
-			buf[off++] = '\\';
-			buf[off++] = 'n';
-		} else if ((unsigned char)*s < 0x20) {
-			buf[off++] = ' ';
-		} else if ((n = log_utf8_put(buf, off, len, 3, &s)) != 0)
-			off = n;
-		else
-			break;
-	}
-	if (off + 1 < len)
-		buf[off++] = '"';
-	return off;
-}
-
-/* Append s to buf as a JSON string, quoted and escaped. */
-static size_t
-log_json(char *buf, size_t off, size_t len, const char *s)
-{
-	size_t	n;
-
-	if (off + 1 < len)
-		buf[off++] = '"';
-	for (; *s != '\0' && off + 8 < len; s++) {
+	for (; *s != '\0' && off + keep < len; s++) {
 		unsigned char	c = (unsigned char)*s;
 
 		if (c == '"' || c == '\\') {
@@ -224,9 +201,11 @@ log_json(char *buf, size_t off, size_t len, const char *s)
 		} else if (c == '\n') {
 			buf[off++] = '\\';
 			buf[off++] = 'n';
-		} else if (c < 0x20 || c == 0x7f)
+		} else if (json && (c < 0x20 || c == 0x7f))
 			off += snprintf(buf + off, len - off, "\\u%04x", c);
-		else if ((n = log_utf8_put(buf, off, len, 8, &s)) != 0)
+		else if (c < 0x20)
+			buf[off++] = ' ';
+		else if ((n = log_utf8_put(buf, off, len, keep, &s)) != 0)
 			off = n;
 		else
 			break;
@@ -259,10 +238,10 @@ log_field(char *buf, size_t off, size_t len, const char *key,
 	if (log_format == LOG_FORMAT_JSON) {
 		if (off + 1 < len)
 			buf[off++] = ',';
-		off = log_json(buf, off, len, key);
+		off = log_escape(buf, off, len, key, 1);
 		if (off + 1 < len)
 			buf[off++] = ':';
-		return log_json(buf, off, len, value);
+		return log_escape(buf, off, len, value, 1);
 	}
 	if (off + 1 < len)
 		buf[off++] = ' ';
@@ -280,7 +259,7 @@ log_field(char *buf, size_t off, size_t len, const char *key,
 		}
 		return off;
 	}
-	return log_quote(buf, off, len, value);
+	return log_escape(buf, off, len, value, 0);
 }
 
 static void
@@ -314,14 +293,14 @@ log_vwrite_kv(int level, int with_errno, const char *const *kv,
 	if (log_format == LOG_FORMAT_JSON) {
 		off = snprintf(line, sizeof(line), "{\"time\":\"%s\","
 		    "\"level\":\"%s\",\"role\":", t, log_names[level]);
-		off = log_json(line, off, sizeof(line) - 2, log_role);
+		off = log_escape(line, off, sizeof(line) - 2, log_role, 1);
 		off += snprintf(line + off, sizeof(line) - off,
 		    ",\"pid\":%s,\"msg\":", pid);
-		off = log_json(line, off, sizeof(line) - 2, msg);
+		off = log_escape(line, off, sizeof(line) - 2, msg, 1);
 	} else {
 		off = snprintf(line, sizeof(line), "time=%s level=%s role=%s "
 		    "pid=%s msg=", t, log_names[level], log_role, pid);
-		off = log_quote(line, off, sizeof(line) - 2, msg);
+		off = log_escape(line, off, sizeof(line) - 2, msg, 0);
 	}
 	for (; kv != NULL && kv[0] != NULL; kv += 2)
 		if (kv[1] != NULL)
