@@ -46,10 +46,8 @@
 
 #include "outboxd.h"
 
-#define RELAY_CHUNK_MAX		10	/* messages per sink call, at most */
 #define RELAY_MAX_INFLIGHT	320	/* rows claimed, not yet recorded */
 #define RELAY_LOW_WATER		(RELAY_MAX_INFLIGHT / 2) /* claim again */
-#define RELAY_HTTP_CHUNK	4	/* webhook POSTs per chunk */
 #define RELAY_GIVE_BACK_MAX	100	/* handed-off rows a statement */
 #define RELAY_WORD_WAIT_MS	1000	/* relay 1 stopped by a SIGTERM: how
 					   long it waits for the master's */
@@ -59,39 +57,21 @@
 #define RELAY_RETRY_AFTER_MAX	3600000	/* ms, cap on a broker's Retry-After */
 #define RELAY_ERROR_MAX		1000	/* bytes of last_error kept */
 
-/* SQS counts the attribute's name, type and value toward the size. */
-#define RELAY_ATTR_OVERHEAD	(sizeof("EventType") - 1 + sizeof("String") - 1)
-
-/*
- * A chunk is what one sink call publishes: one SendMessageBatch, or a few
- * webhook POSTs (each row its own request; small chunks so that one slow
- * answer holds back few others).  Chunks at the sink at once ("slots"):
- * no more requests than httpc keeps connections to the host, since a
- * request waiting in libcurl for a connection already runs down its
- * timeout.  The other claimed chunks wait in the relay, ready to go as
- * soon as a slot frees, so the relay has work while its next claim is
- * under way.
- */
-static const struct sink relay_sinks[] = {
-	[CONF_SINK_SQS] = { "sqs", 10, sink_sqs_publish },
-	[CONF_SINK_HTTP] = { "http", RELAY_HTTP_CHUNK, sink_http_publish },
-};
-
-static const int relay_sink_slots[] = {
-	[CONF_SINK_SQS] = HTTPC_MAX_HOST_CONNS,
-	[CONF_SINK_HTTP] = HTTPC_MAX_HOST_CONNS / RELAY_HTTP_CHUNK,
-};
-
 struct relay;
 
 /* The statement in flight on a relay's connection, if any. */
 enum relay_query { RELAY_Q_NONE, RELAY_Q_CLAIM, RELAY_Q_SENT };
 
-/* Up to RELAY_CHUNK_MAX messages published with one sink call. */
+/*
+ * A chunk is what one sink call publishes (up to the sink's max_batch
+ * messages).  At most the sink's slots chunks are at the sink at once;
+ * the other claimed chunks wait in the relay, ready to go as soon as a
+ * slot frees, so the relay has work while its next claim is under way.
+ */
 struct relay_chunk {
 	struct relay		*relay;
 	int64_t			 claim;
-	struct outbox_msg	 msgs[RELAY_CHUNK_MAX];
+	struct outbox_msg	 msgs[SINK_MAX_BATCH];
 	int			 n;
 	size_t			 bytes;		/* message sizes added up */
 	int64_t			 acked_us;	/* when the sink answered (wall
@@ -132,7 +112,6 @@ struct relay {
 	TAILQ_HEAD(, relay_chunk) ready;	/* ... waiting for a slot */
 	TAILQ_HEAD(, relay_chunk) at_sinkq;	/* ... at the sink */
 	int			 at_sink;	/* ... how many */
-	int			 slots;		/* most chunks at the sink */
 	struct event		*record_ev;	/* records the sent rows */
 	struct relay_sent	*sent;		/* sent, not recorded yet */
 	int			 nsent;
@@ -587,8 +566,7 @@ relay_count(struct relay *r, const struct relay_chunk *ch)
 			    (uint64_t)lat * 1000 : 0);
 			continue;
 		}
-		metrics_publish_failure(metrics_publish_reason(m->outcome,
-		    m->error));
+		metrics_publish_failure(m->reason);
 		metrics_published(sink, m->outcome == SINK_REJECTED ||
 		    m->attempts + 1 >= r->conf->relay.max_attempts ?
 		    METRICS_PUBLISH_FAILED : METRICS_PUBLISH_RETRY, 1);
@@ -768,7 +746,8 @@ relay_pump(struct relay *r)
 		relay_release(r);
 		return;
 	}
-	while (r->at_sink < r->slots && (ch = TAILQ_FIRST(&r->ready)) != NULL) {
+	while (r->at_sink < r->sink->slots &&
+	    (ch = TAILQ_FIRST(&r->ready)) != NULL) {
 		/* The lease must cover the wait for a slot and the request
 		 * (the configuration check makes it at least twice the
 		 * request's timeout). */
@@ -886,7 +865,7 @@ relay_chunk_add(struct relay *r, struct relay_chunk **chp,
 	int64_t			 lease_end = row->claimed_us +
 				    row->lease_ms * 1000;
 
-	size = row->payload_len + row->type_len + RELAY_ATTR_OVERHEAD;
+	size = row->payload_len + row->type_len + r->sink->msg_overhead;
 	/* A batch may carry as much as one message may (SQS). */
 	if (ch != NULL && (ch->n == r->sink->max_batch ||
 	    ch->bytes + size > budget || ch->claim != row->claim ||
@@ -913,11 +892,13 @@ relay_chunk_add(struct relay *r, struct relay_chunk **chp,
 	m->attempts = attempts;
 	m->created_ms = row->created_ms;
 	m->retry_after = -1;
+	m->reason = SINK_REASON_OTHER;	/* the sink says why, if it fails */
 	if (m->event_type == NULL || m->key == NULL || m->payload == NULL)
 		fatal("strndup");
 	if (size > budget) {
 		/* Retrying cannot make it fit. */
 		m->outcome = SINK_REJECTED;
+		m->reason = SINK_REASON_TOO_LARGE;
 		if (asprintf(&m->error, "message of %zu bytes exceeds "
 		    "relay.max_message_size (%zu bytes)", size, budget) == -1)
 			m->error = NULL;
@@ -1356,16 +1337,6 @@ relay_disconnect(struct relay *r, const char *why)
 	evtimer_add(r->reconnect_ev, &tv);
 }
 
-/* Length of "scheme://host[:port]" at the start of url. */
-static int
-relay_url_origin_len(const char *url)
-{
-	const char	*p = strstr(url, "://");
-
-	p = p != NULL ? p + 3 : url;
-	return (int)(p - url + strcspn(p, "/?#"));
-}
-
 /* Rows of the chunks at the sink. */
 static int
 relay_at_sink_rows(const struct relay *r)
@@ -1399,17 +1370,15 @@ relay_give_up_cb(evutil_socket_t fd, short what, void *arg)
 	if (r->at_sink == 0)
 		return;		/* only a statement left: relay_maybe_done() */
 	TAILQ_FOREACH(ch, &r->at_sinkq, entry) {
-		/* A webhook chunk is a POST per row, some of them answered
-		 * already (sink_http_publish() says how to tell): those
+		/* A sink that answers message by message may have answered
+		 * some of the chunk already (outbox_msg.answered): those
 		 * answers are recorded like any other (sent_at is now, a
-		 * little late).  An SQS chunk is one request, unanswered as
-		 * a whole. */
+		 * little late). */
 		ch->acked_us = clock_wall_us();
 		for (i = 0; i < ch->n; i++) {
 			const struct outbox_msg	*m = &ch->msgs[i];
 
-			if (r->conf->relay.sink != CONF_SINK_HTTP ||
-			    (m->outcome != SINK_SENT && m->error == NULL))
+			if (!m->answered)
 				hung++;
 			else if (m->outcome == SINK_SENT) {
 				relay_queue_sent(r, ch, i);
@@ -1421,18 +1390,18 @@ relay_give_up_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	if (answered > 0)
-		log_warnx("stopping with %d webhook deliveries still unanswered "
+		log_warnx("stopping with %d %s still unanswered "
 		    "%ld ms after the stop signal: their rows are published "
 		    "again when their lease ends (relay.lease %ld ms); the %d "
 		    "answered row(s) of the same requests are recorded", hung,
-		    proc_give_up_ms(r->conf), r->conf->relay.lease, answered);
+		    r->sink->unanswered, proc_give_up_ms(r->conf),
+		    r->conf->relay.lease, answered);
 	else
 		log_warnx("stopping with %d row(s) given to %s still unanswered "
 		    "%ld ms after the stop signal: they are published again "
 		    "when their lease ends (relay.lease %ld ms)", hung,
-		    r->conf->relay.sink == CONF_SINK_SQS ?
-		    "SQS (SendMessageBatch)" : "the webhook",
-		    proc_give_up_ms(r->conf), r->conf->relay.lease);
+		    r->sink->target, proc_give_up_ms(r->conf),
+		    r->conf->relay.lease);
 	event_base_loopbreak(r->base);
 }
 
@@ -1479,6 +1448,8 @@ relay_main(struct conf *conf, int index)
 	struct relay_chunk	*ch;
 	struct timeval		 tv;
 	char			 err[512];
+	const char		*target;
+	int			 target_len;
 
 	log_init("relay", index);
 	proc_set_title("outboxd: relay %d", index);
@@ -1486,8 +1457,10 @@ relay_main(struct conf *conf, int index)
 	r.conf = conf;
 	r.index = index;
 	r.reconnect_delay = RELAY_RECONNECT_MIN;
-	r.sink = &relay_sinks[conf->relay.sink];
-	r.slots = relay_sink_slots[conf->relay.sink];
+	r.sink = conf->relay.sink == CONF_SINK_HTTP ? &sink_http : &sink_sqs;
+	if (r.sink->max_batch < 1 || r.sink->max_batch > SINK_MAX_BATCH)
+		fatalx("sink %s: max_batch %d", r.sink->name,
+		    r.sink->max_batch);
 	/* relay_pump() takes it from each chunk's lease. */
 	r.sink_timeout = conf_sink_timeout(conf);
 	TAILQ_INIT(&r.ready);
@@ -1520,13 +1493,9 @@ relay_main(struct conf *conf, int index)
 	if (index == 1 && conf->relay.retention > 0 &&
 	    (r.retention = retention_new(r.base, conf)) == NULL)
 		fatalx("retention_new");
-	/* A webhook URL may carry a token in its path or query: log only
-	 * the scheme and host. */
+	r.sink->loggable(conf, &target, &target_len);
 	log_info("publishing to %s %.*s (batch %d, poll %ld ms)",
-	    r.sink->name, conf->relay.sink == CONF_SINK_SQS ?
-	    (int)strlen(conf->sqs_queue_url) : relay_url_origin_len(
-	    conf->webhook.url), conf->relay.sink == CONF_SINK_SQS ?
-	    conf->sqs_queue_url : conf->webhook.url, conf->relay.batch_size,
+	    r.sink->name, target_len, target, conf->relay.batch_size,
 	    conf->relay.poll_interval);
 
 	relay_kick(&r);			/* rows written while we were down */
