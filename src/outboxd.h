@@ -872,6 +872,8 @@ void		 retention_stop(struct retention *);
 void		 retention_free(struct retention *);
 
 /* ---- worker entry points (one file each); return the exit status ------ */
+/* relay_main() is relay.c's; the rest of the relay (relay_*.c) shares
+ * src/relay.h only. */
 
 int		 http_worker_main(struct conf *, int listen_fd, int index);
 int		 relay_main(struct conf *, int index);

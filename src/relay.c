@@ -68,10 +68,10 @@ relay_next_statement(struct relay *r)
 	claim = r->want_claim && !r->stopping &&
 	    r->inflight < RELAY_MAX_INFLIGHT && !relay_claim_held(r);
 	/* Taking turns bounds each one's wait to one statement of the
-	 * other.  Claims always first held acked rows unmarked past their
-	 * lease during a backlog (published twice); marks always first kept
-	 * the claims waiting while the sink answered (each answer brings
-	 * rows to mark) until it ran dry, and then it idled. */
+	 * other.  Claims first would hold acked rows unmarked past their
+	 * lease during a backlog (published twice); marks first would keep
+	 * the claims waiting while the sink answers (each answer brings
+	 * rows to mark) until it runs dry, and then it idles. */
 	if (mark && (!claim || !r->marked_last)) {
 		r->want_mark = 0;
 		r->marked_last = 1;
@@ -111,8 +111,8 @@ relay_maybe_done(struct relay *r)
 	/*
 	 * Relay 1 stopped by a SIGTERM: the whole process group's (Ctrl-C,
 	 * kill -TERM -PGID), or one sent to it alone.  In the first case the
-	 * master's word follows, sent once it has shut the handoff socket;
-	 * only then is the socket's content final, for
+	 * master's stop (SIGUSR2) follows, sent once it has shut the handoff
+	 * socket; only then is the socket's content final, for
 	 * relay_handoff_give_back().  Wait for it, a little: in the second
 	 * case none comes, and the relay 1 the master starts next reads the
 	 * socket.
@@ -127,8 +127,8 @@ relay_maybe_done(struct relay *r)
 	event_base_loopbreak(r->base);
 }
 
-/* Relay 1 waited RELAY_MASTER_STOP_WAIT_MS for the master's word in vain: a
- * SIGTERM sent to it alone.  Leave; the socket is the next relay 1's. */
+/* Relay 1 waited RELAY_MASTER_STOP_WAIT_MS for the master's stop in vain:
+ * a SIGTERM sent to it alone.  Leave; the socket is the next relay 1's. */
 static void
 relay_on_master_stop_wait(evutil_socket_t fd, short what, void *arg)
 {

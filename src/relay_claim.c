@@ -275,14 +275,14 @@ relay_mark_array(const struct relay *r, size_t off)
 
 /*
  * Start marking every queued sent row 'sent' with one statement, each
- * guarded by the claim it was sent under; relay_mark_done() gets the answer.
- * sent_at is the moment the broker's answer reached the relay (its
+ * guarded by the claim it was sent under; relay_mark_done() gets the
+ * answer.  sent_at is the moment the broker's answer reached the relay (its
  * clock), not the later moment of this statement.  Unless a claim follows
  * anyway (the last one was full), it also tells whether a marked row's key
  * has rows still waiting (its next row may be claimable now):
  * r->followers, until the next claim.  When the connection is gone the
- * queue is kept and marked after the reconnect; the lease (30 s by
- * default) gives that time before another relay may take the rows again.
+ * queue is kept and marked after the reconnect; the lease gives that
+ * time before another relay may take the rows again.
  */
 void
 relay_mark_start(struct relay *r)

@@ -83,7 +83,7 @@ relay_handoff_on_readable(evutil_socket_t fd, short what, void *arg)
 		metrics_handoff(n, 0);
 		log_debug("took %d handed-off row(s)", n);
 	} else if (handoff_is_shut()) {
-		/* The master's stop, whose word has not reached us (it
+		/* The master's stop, whose SIGUSR2 has not reached us (it
 		 * may come before our signal handlers are set): an empty
 		 * shut socket polls readable for ever. */
 		log_info("the handoff socket is shut (outboxd is stopping): "
@@ -99,7 +99,7 @@ relay_handoff_on_readable(evutil_socket_t fd, short what, void *arg)
  * handoff socket.  Nobody will read them (a reload's new relay 1 would, so
  * a retired relay 1 leaves them there, and so does one stopped alone),
  * and they would wait for their lease, after the restart that usually
- * follows.  The master shut the socket before its word (handoff_shut()),
+ * follows.  The master shut the socket before its stop signal (handoff_shut()),
  * so no row comes after this: an HTTP worker whose order commits later
  * gives its row back itself (http.c).
  */

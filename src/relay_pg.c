@@ -197,10 +197,11 @@ relay_pg_connect(struct relay *r, char *err, size_t errlen)
 		return -1;
 	}
 	PQclear(res);
-	/* Only relay 1 listens (relay_pg_on_readable()).  A listener's backend
-	 * and the relay itself wake for every notification: at 50 orders/s
-	 * the others' wake-ups, for nothing, fell right when relay 1 and
-	 * its backend needed the two cores. */
+	/* Only relay 1 listens (relay_on_input()).  A listener's backend
+	 * and the relay itself wake for every notification: the others'
+	 * wake-ups would be for nothing (one relay's claim gets the row),
+	 * and would take the CPU from the relay and backend that do the
+	 * work. */
 	if (r->index == 1) {
 		res = PQexec(r->conn, "LISTEN " OUTBOX_CHANNEL);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
