@@ -3,14 +3,14 @@
  * socket, already claimed, so that relay 1 publishes them without a
  * NOTIFY and a claim.
  *
- * Why: at a low rate every order went commit, NOTIFY through the
+ * Why: at a low rate every order would go commit, NOTIFY through the
  * listening relay's backend, the relay, a claim through the backend
- * again, the relay, the sink: on a small machine each hop is a process
- * to wake, and the wake-ups were most of B3's commit -> ack time.  So the
- * first order after a quiet spell is written already claimed by its HTTP
- * worker (the claim token, lease and first_claimed_at that outbox_claim()
- * would set; the row is its key's only row, so its head), and after the
- * commit the row goes to relay 1 here.  A datagram that is lost (relay 1
+ * again, the relay, the sink: each hop is a process to wake, and on a
+ * small machine the wake-ups dominate the time from commit to ack.  So
+ * the first order after a quiet spell is written already claimed by its
+ * HTTP worker (the claim token, lease and first_claimed_at that
+ * outbox_claim() would set; the row is its key's only row, so its head),
+ * and after the commit the row goes to relay 1 here.  A datagram that is lost (relay 1
  * down for long, the worker killed between commit and send) loses
  * nothing: the row is claimed like any claimed row, and the end of its
  * lease gives it to every relay.

@@ -427,13 +427,19 @@ int		 sqs_queue_is_fifo(const char *queue_url);
 char		*sqs_send_batch_body(const char *queue_url,
 		    const struct outbox_msg *msgs, int n, size_t *len);
 /*
- * Set outcome and error of every msg from a SendMessageBatch reply
- * (Successful -> SINK_SENT; Failed with SenderFault -> SINK_REJECTED,
- * else SINK_RETRY; in neither list -> SINK_RETRY).  Any previous error
- * pointer is overwritten, not freed.  Returns the number of SINK_SENT.
+ * Set outcome, reason and error of every msg from a SendMessageBatch
+ * reply (Successful -> SINK_SENT; Failed with SenderFault ->
+ * SINK_REJECTED, else SINK_RETRY; in neither list -> SINK_RETRY).  Any
+ * previous error pointer is overwritten, not freed.  Returns the number
+ * of SINK_SENT.
  */
 int		 sqs_send_batch_parse(const struct cJSON *reply,
 		    struct outbox_msg *msgs, int n);
+/* The enum sink_reason of a SendMessageBatch that failed as a whole:
+ * HTTP status (0 = no answer) and the error's type and message (either
+ * may be NULL). */
+int		 sqs_send_batch_reason(long status, const char *type,
+		    const char *message);
 /* ReceiveMessage body (AWS SQS API: ReceiveMessage); wait_time in s.
  * Caller frees; NULL on failure. */
 char		*sqs_receive_body(const char *queue_url, int wait_time,
@@ -495,6 +501,24 @@ enum sink_outcome {
 	SINK_REJECTED		/* can never succeed (SenderFault, too large) */
 };
 
+/*
+ * Why a publish attempt failed, set where the failure is seen (the sink
+ * for a broker's answer, the relay for a message over
+ * relay.max_message_size); outboxd_publish_failures_total counts by it.
+ * The order is the exposition's.
+ */
+enum sink_reason {
+	SINK_REASON_TRANSPORT,	/* no answer: connect, TLS, timeout, 408 */
+	SINK_REASON_THROTTLED,	/* 429, or the broker says it throttles */
+	SINK_REASON_SERVER,	/* 5xx, or the broker failed an entry */
+	SINK_REASON_CLIENT,	/* a 4xx that is retried (SQS: the queue
+				   URL, a permission) */
+	SINK_REASON_REJECTED,	/* can never succeed (SINK_REJECTED) */
+	SINK_REASON_TOO_LARGE,	/* over relay.max_message_size */
+	SINK_REASON_OTHER,	/* none of these (could not even start) */
+	SINK_NREASONS
+};
+
 /* One outbox row in flight; the relay owns the strings. */
 struct outbox_msg {
 	int64_t		 id;
@@ -507,9 +531,16 @@ struct outbox_msg {
 					   epoch (publish latency) */
 	/* filled by the sink before done() */
 	enum sink_outcome outcome;
+	enum sink_reason reason;	/* unless SINK_SENT */
 	char		*error;		/* malloc'd reason, NULL when sent */
 	long		 retry_after;	/* ms the broker asked us to wait
 					   (HTTP Retry-After), -1 = none */
+	int		 answered;	/* set by a sink that answers message
+					   by message: this one's outcome is
+					   final though done() has not run
+					   (a relay giving up at a stop
+					   records it); never set by a sink
+					   whose call is answered whole */
 };
 
 /* Runs once per publish call, from the event loop, with every message's
@@ -518,35 +549,65 @@ struct outbox_msg {
  * stay the caller's. */
 typedef void	 sink_done_cb(struct outbox_msg *msgs, int n, void *arg);
 
-/*
- * Publish n (1..10) messages with one SendMessageBatch (AWS SQS API:
- * SendMessageBatch): body = payload, message attribute EventType.  Reads
- * every entry of Successful and Failed; an entry missing from both is
- * SINK_RETRY.  For a ".fifo" queue MessageGroupId = key and
- * MessageDeduplicationId = id.  Returns -1 (done never runs) if the
- * request could not be started.
- */
-int		 sink_sqs_publish(struct httpc *, const struct conf *,
-		    struct outbox_msg *msgs, int n, sink_done_cb *done,
-		    void *arg);
+/* The most messages any sink takes in one call (max_batch below). */
+#define SINK_MAX_BATCH		10
 
 /*
- * Publish n (1..SINK_HTTP_MAX_BATCH) messages to conf->webhook.url, one
- * POST each, concurrently, signed per Standard Webhooks (webhook-id =
- * outbox id, webhook-timestamp, webhook-signature "v1,BASE64" of
- * HMAC-SHA256 over "id.timestamp.body" with conf->webhook.secret).
- * 2xx = SINK_SENT; 408, 429, 5xx, connect errors and timeouts =
- * SINK_RETRY (retry_after from Retry-After); other 4xx = SINK_REJECTED.
- * Each message's outcome is filled in as its own answer comes: until done
- * runs, a message whose outcome is SINK_RETRY and whose error is NULL is
- * still at the receiver (a relay giving up at a stop reads this; msgs
- * must come with every error NULL).  Returns -1 (done never runs) if no
- * request could be started.
+ * A destination the relay publishes to, chosen by relay.sink, described
+ * so that the relay needs to know nothing else about it.
  */
-#define SINK_HTTP_MAX_BATCH	10
-int		 sink_http_publish(struct httpc *, const struct conf *,
-		    struct outbox_msg *msgs, int n, sink_done_cb *done,
-		    void *arg);
+struct sink {
+	const char	*name;		/* "sqs", "http" */
+	const char	*target;	/* what log lines call it: "SQS
+					   (SendMessageBatch)", "the webhook" */
+	const char	*unanswered;	/* what they call messages of a call
+					   still unanswered while others of
+					   it are (see answered) */
+	int		 max_batch;	/* messages per publish call, 1 to
+					   SINK_MAX_BATCH */
+	int		 slots;		/* publish calls in flight at once:
+					   no more requests than httpc keeps
+					   connections to the host, since one
+					   waiting in libcurl for a connection
+					   already runs down its timeout */
+	size_t		 msg_overhead;	/* bytes a message counts toward
+					   relay.max_message_size besides its
+					   payload and event type */
+	/*
+	 * Publish msgs[0..n-1] (n 1..max_batch); done runs once, later,
+	 * with every outcome filled in.  A message whose outcome is
+	 * SINK_REJECTED on entry (the relay decided: too large) is not
+	 * sent.  Returns -1 (done never runs) if the call could not be
+	 * started.
+	 */
+	int		(*publish)(struct httpc *, const struct conf *,
+			    struct outbox_msg *msgs, int n, sink_done_cb *done,
+			    void *arg);
+	/* The part of the destination that may be logged (a URL may carry a
+	 * token): *text and its length in *len. */
+	void		(*loggable)(const struct conf *, const char **text,
+			    int *len);
+};
+
+/*
+ * relay.sink = "sqs": up to 10 messages with one SendMessageBatch (AWS
+ * SQS API: SendMessageBatch): body = payload, message attribute
+ * EventType.  Every entry of Successful and Failed is read; an entry
+ * missing from both is SINK_RETRY.  For a ".fifo" queue MessageGroupId =
+ * key and MessageDeduplicationId = id.  The call is answered whole.
+ */
+extern const struct sink sink_sqs;
+
+/*
+ * relay.sink = "http": one POST per message to conf->webhook.url, all of
+ * a call at once, signed per Standard Webhooks (webhook-id = outbox id,
+ * webhook-timestamp, webhook-signature "v1,BASE64" of HMAC-SHA256 over
+ * "id.timestamp.body" with conf->webhook.secret).  2xx = SINK_SENT; 408,
+ * 429, 5xx, connect errors and timeouts = SINK_RETRY (retry_after from
+ * Retry-After); other 4xx = SINK_REJECTED.  Each message is answered (and
+ * marked answered) as its own answer comes.
+ */
+extern const struct sink sink_http;
 
 /*
  * The Standard Webhooks signature of one delivery into out (outlen >=
@@ -563,14 +624,6 @@ int		 webhook_sign(const char *secret, const char *id, int64_t ts,
  * 429, 5xx and 0 (no answer) SINK_RETRY; anything else, 3xx included
  * (redirects are not followed), SINK_REJECTED. */
 enum sink_outcome webhook_outcome(long status);
-
-/* A destination the relay publishes to, chosen by relay.sink. */
-struct sink {
-	const char	*name;		/* "sqs", "http" */
-	int		 max_batch;	/* messages per publish call */
-	int		(*publish)(struct httpc *, const struct conf *,
-			    struct outbox_msg *, int, sink_done_cb *, void *);
-};
 
 /* ---- order.c: POST /orders validation and JSON mapping (no I/O) ------- */
 
@@ -632,9 +685,6 @@ enum metrics_route {
 };
 enum metrics_outcome { METRICS_PUBLISH_SENT, METRICS_PUBLISH_RETRY,
 	METRICS_PUBLISH_FAILED, METRICS_NOUTCOMES };
-enum metrics_reason { METRICS_REASON_TRANSPORT, METRICS_REASON_THROTTLED,
-	METRICS_REASON_SERVER, METRICS_REASON_CLIENT, METRICS_REASON_REJECTED,
-	METRICS_REASON_TOO_LARGE, METRICS_REASON_OTHER, METRICS_NREASONS };
 enum metrics_consumer_outcome { METRICS_CONSUMER_PROCESSED,
 	METRICS_CONSUMER_DUPLICATE, METRICS_CONSUMER_ERROR, METRICS_NCONSUMER };
 enum metrics_db_state { METRICS_DB_OK, METRICS_DB_ERROR,
@@ -650,6 +700,7 @@ int		 metrics_init(void);
  * metrics_init().  status is the HTTP status answered, us microseconds. */
 void		 metrics_http_request(int route, int status, uint64_t us);
 void		 metrics_published(int sink, int outcome, int n);
+/* A failed publish attempt, by its enum sink_reason. */
 void		 metrics_publish_failure(int reason);
 void		 metrics_publish_latency(uint64_t us);
 /* A batch's time at sink (enum conf_sink), us microseconds: from the
@@ -667,8 +718,12 @@ void		 metrics_retention(int failed, long n);
 void		 metrics_handoff(int taken, int failed);
 /* The master: running workers of the current generation, and wanted. */
 void		 metrics_set_workers(int up, int desired);
-/* enum metrics_reason of a failed attempt (outcome SINK_RETRY or
- * SINK_REJECTED) from its error text as the sinks write it. */
+/*
+ * The enum sink_reason a failed attempt (outcome SINK_RETRY or
+ * SINK_REJECTED) with this error text got before the sinks set reasons
+ * themselves.  outboxd no longer calls it: kept only while
+ * tests/unit/test_ops.c asserts on it (test_publish_reason).
+ */
 int		 metrics_publish_reason(int outcome, const char *error);
 
 /* The statement whose answer metrics_outbox_store() takes: pending and
@@ -819,6 +874,8 @@ void		 retention_stop(struct retention *);
 void		 retention_free(struct retention *);
 
 /* ---- worker entry points (one file each); return the exit status ------ */
+/* relay_main() is relay.c's; the rest of the relay (relay_*.c) shares
+ * src/relay.h only. */
 
 int		 http_worker_main(struct conf *, int listen_fd, int index);
 int		 relay_main(struct conf *, int index);

@@ -40,6 +40,14 @@
 #define WEBHOOK_DEFAULT_TIMEOUT	10000L	/* ms, if the conf gives none */
 #define WEBHOOK_B64		"ABCDEFGHIJKLMNOPQRSTUVWXYZ" \
 				"abcdefghijklmnopqrstuvwxyz0123456789+/"
+/* POSTs per call: a call's slot is held until its slowest answer, so
+ * small calls let one slow answer hold back few others. */
+#define SINK_HTTP_MAX_BATCH	4
+/* What a message counts toward relay.max_message_size besides payload
+ * and event type: the same as for SQS (sink_sqs.c), so that the key fails
+ * the same rows whichever the sink; a webhook has no limit of its own. */
+#define SINK_HTTP_MSG_OVERHEAD	(sizeof("EventType") - 1 + \
+				sizeof("String") - 1)
 
 struct sink_http_call;
 
@@ -185,6 +193,25 @@ sink_http_answer(const char *body, size_t len, char *buf, size_t size)
 	buf[o] = '\0';
 }
 
+/*
+ * Why an answer that is not 2xx failed: answer is its text as kept in the
+ * error.  A receiver that says it throttles is throttling whatever the
+ * status; 408 is the receiver giving up on a slow request.
+ */
+static enum sink_reason
+sink_http_reason(long status, enum sink_outcome outcome, const char *answer)
+{
+	if (strstr(answer, "Throttl") != NULL ||
+	    strstr(answer, "TooManyRequests") != NULL || status == 429)
+		return (SINK_REASON_THROTTLED);
+	if (status == 408)
+		return (SINK_REASON_TRANSPORT);
+	if (status >= 500 && status <= 599)
+		return (SINK_REASON_SERVER);
+	if (outcome == SINK_REJECTED)
+		return (SINK_REASON_REJECTED);
+	return (SINK_REASON_OTHER);
+}
 
 /* All deliveries of a call are done: one log line for the failures, then
  * the relay's callback. */
@@ -236,8 +263,10 @@ sink_http_reply(const struct httpc_response *resp, void *arg)
 	free(m->error);
 	m->error = NULL;
 	m->retry_after = -1;
+	m->answered = 1;
 	if (resp->curl_code != 0 || resp->status == 0) {
 		m->outcome = SINK_RETRY;
+		m->reason = SINK_REASON_TRANSPORT;
 		r = asprintf(&m->error, "webhook transport error: %s",
 		    resp->curl_error != NULL ? resp->curl_error : "no answer");
 	} else {
@@ -249,6 +278,8 @@ sink_http_reply(const struct httpc_response *resp, void *arg)
 		else {
 			sink_http_answer(resp->body != NULL ? resp->body : "",
 			    resp->body_len, answer, sizeof(answer));
+			m->reason = sink_http_reason(resp->status, m->outcome,
+			    answer);
 			r = asprintf(&m->error, "webhook HTTP %ld%s%s",
 			    resp->status, answer[0] != '\0' ? ": " : "",
 			    answer);
@@ -335,6 +366,8 @@ sink_http_start(struct httpc *hc, const struct conf *conf,
 
 fail:
 	m->outcome = SINK_RETRY;
+	m->reason = SINK_REASON_OTHER;
+	m->answered = 1;
 	m->retry_after = -1;
 	free(m->error);
 	if (asprintf(&m->error, "webhook: %s", why) == -1)
@@ -342,7 +375,7 @@ fail:
 	return (-1);
 }
 
-int
+static int
 sink_http_publish(struct httpc *hc, const struct conf *conf,
     struct outbox_msg *msgs, int n, sink_done_cb *done, void *arg)
 {
@@ -373,10 +406,14 @@ sink_http_publish(struct httpc *hc, const struct conf *conf,
 	call->pending = 1;
 	now = (int64_t)time(NULL);
 	for (i = 0; i < n; i++) {
-		/* Decided by the relay already (too large): not sent. */
-		if (msgs[i].outcome == SINK_REJECTED)
+		/* Decided by the relay already (too large): not sent, and
+		 * as good as answered. */
+		if (msgs[i].outcome == SINK_REJECTED) {
+			msgs[i].answered = 1;
 			continue;
+		}
 		msgs[i].outcome = SINK_RETRY;
+		msgs[i].answered = 0;
 		msgs[i].retry_after = -1;
 		call->pending++;
 		if (sink_http_start(hc, conf, call, i, now) == -1) {
@@ -397,3 +434,34 @@ sink_http_publish(struct httpc *hc, const struct conf *conf,
 		sink_http_finish(call);
 	return (0);
 }
+
+/* Length of "scheme://host[:port]" at the start of url. */
+static int
+sink_http_origin_len(const char *url)
+{
+	const char	*p = strstr(url, "://");
+
+	p = p != NULL ? p + 3 : url;
+	return (int)(p - url + strcspn(p, "/?#"));
+}
+
+/* A webhook URL may carry a token in its path or query: only the scheme
+ * and host may be logged. */
+static void
+sink_http_loggable(const struct conf *conf, const char **text, int *len)
+{
+	*text = conf->webhook.url;
+	*len = sink_http_origin_len(conf->webhook.url);
+}
+
+const struct sink sink_http = {
+	.name = "http",
+	.target = "the webhook",
+	.unanswered = "webhook deliveries",
+	.max_batch = SINK_HTTP_MAX_BATCH,
+	/* A call's POSTs go at once: as many POSTs as connections. */
+	.slots = HTTPC_MAX_HOST_CONNS / SINK_HTTP_MAX_BATCH,
+	.msg_overhead = SINK_HTTP_MSG_OVERHEAD,
+	.publish = sink_http_publish,
+	.loggable = sink_http_loggable,
+};

@@ -20,13 +20,16 @@
 #include "outboxd.h"
 
 #define SQS_MAX_BATCH		10	/* entries per SendMessageBatch */
+/* SQS counts the EventType attribute's name, type and value toward a
+ * message's size (the value is the event type itself). */
+#define SQS_ATTR_OVERHEAD	(sizeof("EventType") - 1 + sizeof("String") - 1)
 #define SINK_DEFAULT_TIMEOUT	10000L	/* ms, if the relay gives none */
 
 /* A broker that is down fails every batch: one line per LOG_LIMIT_MS. */
 static struct log_limit	sink_sqs_batch_limit;
 static struct log_limit	sink_sqs_entry_limit;
 
-struct sink_call {
+struct sink_sqs_call {
 	struct outbox_msg	*msgs;
 	int			 n;
 	sink_done_cb		*done;
@@ -36,7 +39,7 @@ struct sink_call {
 static void
 sink_sqs_reply(const struct aws_result *res, void *arg)
 {
-	struct sink_call	*call = arg;
+	struct sink_sqs_call	*call = arg;
 	char			*why, id[24];
 	int			 i, sent;
 
@@ -56,6 +59,8 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 		    call->n, why != NULL ? why : "?");
 		for (i = 0; i < call->n; i++) {
 			call->msgs[i].outcome = SINK_RETRY;
+			call->msgs[i].reason = sqs_send_batch_reason(
+			    res->status, res->error_type, res->error_message);
 			call->msgs[i].error = why != NULL ? strdup(why) : NULL;
 		}
 		free(why);
@@ -83,11 +88,11 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 	free(call);
 }
 
-int
+static int
 sink_sqs_publish(struct httpc *hc, const struct conf *conf,
     struct outbox_msg *msgs, int n, sink_done_cb *done, void *arg)
 {
-	struct sink_call	*call;
+	struct sink_sqs_call	*call;
 	char			*body;
 	size_t			 len;
 	long			 timeout;
@@ -127,3 +132,23 @@ sink_sqs_publish(struct httpc *hc, const struct conf *conf,
 	free(body);		/* httpc keeps its own copy */
 	return (0);
 }
+
+static void
+sink_sqs_loggable(const struct conf *conf, const char **text, int *len)
+{
+	*text = conf->sqs_queue_url;
+	*len = (int)strlen(conf->sqs_queue_url);
+}
+
+/* One SendMessageBatch a call, up to as many at once as httpc keeps
+ * connections to the host. */
+const struct sink sink_sqs = {
+	.name = "sqs",
+	.target = "SQS (SendMessageBatch)",
+	.unanswered = "SendMessageBatch entries",
+	.max_batch = SQS_MAX_BATCH,
+	.slots = HTTPC_MAX_HOST_CONNS,
+	.msg_overhead = SQS_ATTR_OVERHEAD,
+	.publish = sink_sqs_publish,
+	.loggable = sink_sqs_loggable,
+};

@@ -65,7 +65,7 @@ test_counters_and_histograms(void **state)
 	metrics_http_request(METRICS_ROUTE_ORDERS, 400, 20000000); /* +Inf */
 	metrics_published(CONF_SINK_SQS, METRICS_PUBLISH_SENT, 7);
 	metrics_published(CONF_SINK_HTTP, METRICS_PUBLISH_FAILED, 1);
-	metrics_publish_failure(METRICS_REASON_THROTTLED);
+	metrics_publish_failure(SINK_REASON_THROTTLED);
 	metrics_publish_latency(1500000);
 	metrics_consumer(METRICS_CONSUMER_DUPLICATE);
 	metrics_worker_restart("relay");
@@ -140,30 +140,30 @@ test_publish_reason(void **state)
 	(void)state;
 	assert_int_equal(metrics_publish_reason(SINK_RETRY,
 	    "SQS transport error: Connection refused"),
-	    METRICS_REASON_TRANSPORT);
+	    SINK_REASON_TRANSPORT);
 	assert_int_equal(metrics_publish_reason(SINK_RETRY,
 	    "webhook transport error: Timeout was reached"),
-	    METRICS_REASON_TRANSPORT);
+	    SINK_REASON_TRANSPORT);
 	assert_int_equal(metrics_publish_reason(SINK_RETRY,
-	    "SQS HTTP 500 InternalError: boom"), METRICS_REASON_SERVER);
+	    "SQS HTTP 500 InternalError: boom"), SINK_REASON_SERVER);
 	assert_int_equal(metrics_publish_reason(SINK_RETRY,
 	    "SQS HTTP 400 ThrottlingException: slow down"),
-	    METRICS_REASON_THROTTLED);
+	    SINK_REASON_THROTTLED);
 	assert_int_equal(metrics_publish_reason(SINK_RETRY,
-	    "webhook HTTP 429: too many"), METRICS_REASON_THROTTLED);
+	    "webhook HTTP 429: too many"), SINK_REASON_THROTTLED);
 	assert_int_equal(metrics_publish_reason(SINK_RETRY,
-	    "SQS HTTP 400 QueueDoesNotExist: gone"), METRICS_REASON_CLIENT);
+	    "SQS HTTP 400 QueueDoesNotExist: gone"), SINK_REASON_CLIENT);
 	assert_int_equal(metrics_publish_reason(SINK_REJECTED,
-	    "webhook HTTP 422: nope"), METRICS_REASON_REJECTED);
+	    "webhook HTTP 422: nope"), SINK_REASON_REJECTED);
 	assert_int_equal(metrics_publish_reason(SINK_REJECTED,
-	    "SQS InvalidMessageContents: bad"), METRICS_REASON_REJECTED);
+	    "SQS InvalidMessageContents: bad"), SINK_REASON_REJECTED);
 	assert_int_equal(metrics_publish_reason(SINK_RETRY,
-	    "SQS InternalError: injected"), METRICS_REASON_SERVER);
+	    "SQS InternalError: injected"), SINK_REASON_SERVER);
 	assert_int_equal(metrics_publish_reason(SINK_REJECTED,
 	    "message of 300000 bytes exceeds relay.max_message_size (262144 "
-	    "bytes)"), METRICS_REASON_TOO_LARGE);
+	    "bytes)"), SINK_REASON_TOO_LARGE);
 	assert_int_equal(metrics_publish_reason(SINK_RETRY, NULL),
-	    METRICS_REASON_OTHER);
+	    SINK_REASON_OTHER);
 }
 
 static void

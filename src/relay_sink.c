@@ -1,0 +1,337 @@
+/*
+ * relay_sink.c - the way from claimed rows to the sink and back: rows
+ * into chunks the sink's size and batch limits allow, chunks to the
+ * sink's free slots, the sink's answers to outcomes and metrics.
+ *
+ * Claimed rows wait in the relay for a free slot at the sink
+ * (relay_sink_pump()); relay.c claims again while enough of them are
+ * still waiting to keep the sink busy until the claim's answer comes.
+ * The relay knows the sink only by its struct sink.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "relay.h"
+
+static void	relay_sink_answered(struct outbox_msg *, int, void *);
+
+static void
+relay_sink_chunk_free(struct relay_chunk *ch)
+{
+	int	i;
+
+	for (i = 0; i < ch->n; i++) {
+		free(ch->msgs[i].event_type);
+		free(ch->msgs[i].key);
+		free(ch->msgs[i].payload);
+		free(ch->msgs[i].error);
+	}
+	free(ch);
+}
+
+/*
+ * Add a claimed row to *chp, the chunk being filled (a new one when there
+ * is none or the row does not fit: the full one goes to the sink).  The
+ * strings are copied.  claim and claimed_us: the row's claim token and
+ * when its claim was sent (monotonic us); answered_us when it came back.
+ */
+void
+relay_sink_add(struct relay *r, struct relay_chunk **chp,
+    const struct claimed_row *row, int attempts, int64_t answered_us)
+{
+	struct relay_chunk	*ch = *chp;
+	struct outbox_msg	*m;
+	size_t			 size, budget = r->conf->relay.max_message_size;
+	int64_t			 lease_end = row->claimed_us +
+				    row->lease_ms * 1000;
+
+	size = row->payload_len + row->type_len + r->sink->msg_overhead;
+	/* A batch may carry as much as one message may (SQS). */
+	if (ch != NULL && (ch->n == r->sink->max_batch ||
+	    ch->bytes + size > budget || ch->claim != row->claim ||
+	    ch->lease_end_us != lease_end)) {
+		relay_sink_queue(r, ch);
+		ch = NULL;
+	}
+	if (ch == NULL) {
+		if ((ch = calloc(1, sizeof(*ch))) == NULL)
+			fatal("calloc");
+		ch->relay = r;
+		ch->claim = row->claim;
+		ch->claimed_us = row->claimed_us;
+		ch->answered_us = answered_us;
+		ch->lease_end_us = lease_end;
+	}
+	m = &ch->msgs[ch->n++];
+	ch->bytes += size;
+	m->id = row->id;
+	m->event_type = strndup(row->type, row->type_len);
+	m->key = strndup(row->key, row->key_len);
+	m->payload = strndup(row->payload, row->payload_len);
+	m->payload_len = row->payload_len;
+	m->attempts = attempts;
+	m->created_ms = row->created_ms;
+	m->retry_after = -1;
+	m->reason = SINK_REASON_OTHER;	/* the sink says why, if it fails */
+	if (m->event_type == NULL || m->key == NULL || m->payload == NULL)
+		fatal("strndup");
+	if (size > budget) {
+		/* Retrying cannot make it fit. */
+		m->outcome = SINK_REJECTED;
+		m->reason = SINK_REASON_TOO_LARGE;
+		if (asprintf(&m->error, "message of %zu bytes exceeds "
+		    "relay.max_message_size (%zu bytes)", size, budget) == -1)
+			m->error = NULL;
+	}
+	*chp = ch;
+}
+
+/* Queue a claimed chunk for the sink (relay_sink_pump() hands it on); one
+ * whose messages are all decided already (too large) is recorded at
+ * once. */
+void
+relay_sink_queue(struct relay *r, struct relay_chunk *ch)
+{
+	int	i;
+
+	r->inflight += ch->n;
+	for (i = 0; i < ch->n; i++)
+		if (ch->msgs[i].outcome != SINK_REJECTED)
+			break;
+	if (i == ch->n) {
+		relay_sink_answered(ch->msgs, ch->n, ch);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&r->ready, ch, entry);
+}
+
+/*
+ * Give the rows of every chunk still waiting for the sink back at once
+ * (stopping: publishing them could take longer than shutdown_timeout, and
+ * a relay killed then leaves them to the lease).
+ */
+static void
+relay_sink_release(struct relay *r)
+{
+	struct relay_chunk	*ch;
+	int64_t			*ids, *claims;
+	int			 n = 0;
+
+	if (TAILQ_EMPTY(&r->ready))
+		return;
+	if ((ids = reallocarray(NULL, r->inflight, sizeof(*ids))) == NULL ||
+	    (claims = reallocarray(NULL, r->inflight, sizeof(*claims))) == NULL)
+		fatal("reallocarray");
+	while ((ch = TAILQ_FIRST(&r->ready)) != NULL) {
+		int	i;
+
+		TAILQ_REMOVE(&r->ready, ch, entry);
+		for (i = 0; i < ch->n; i++) {
+			ids[n] = ch->msgs[i].id;
+			claims[n++] = ch->claim;
+		}
+		r->inflight -= ch->n;
+		relay_sink_chunk_free(ch);
+	}
+	if ((n = relay_claim_give_back(r, ids, claims, n)) >= 0)
+		log_info("gave back %d claimed row(s) not yet published", n);
+	free(ids);
+	free(claims);
+}
+
+/*
+ * Hand ready chunks to the sink while it has free slots.  A chunk that
+ * waited so long that its publish could outlast the claim's lease (a sink
+ * that answers in seconds) is not published: its rows come back when the
+ * lease ends, where another relay could take them while this one was
+ * still publishing them.
+ */
+void
+relay_sink_pump(struct relay *r)
+{
+	struct relay_chunk	*ch;
+	int64_t			 now;
+
+	if (r->stopping) {
+		relay_sink_release(r);
+		return;
+	}
+	while (r->at_sink < r->sink->slots &&
+	    (ch = TAILQ_FIRST(&r->ready)) != NULL) {
+		/* The lease must cover the wait for a slot and the request
+		 * (the configuration check makes it at least twice the
+		 * request's timeout). */
+		long	wait_max = (ch->lease_end_us - ch->claimed_us) / 1000 -
+			    r->sink_timeout;
+
+		TAILQ_REMOVE(&r->ready, ch, entry);
+		now = clock_mono_us();
+		if ((now - ch->claimed_us) / 1000 >= wait_max) {
+			long long	took = (ch->answered_us -
+					    ch->claimed_us) / 1000;
+
+			/* A claim that alone uses up the time the lease
+			 * leaves it publishes nothing, however idle the sink:
+			 * say what to change. */
+			if (took >= wait_max)
+				log_limited(&r->stale_limit, LOG_LEVEL_WARN,
+				    "too late to publish within the lease: %d "
+				    "claimed row(s) are left to its end, the "
+				    "claim took %lld ms and relay.lease leaves "
+				    "%ld ms (lease less the sink's timeout); "
+				    "find why claims are slow, or raise "
+				    "relay.lease", ch->n, took, wait_max);
+			else
+				log_limited(&r->stale_limit, LOG_LEVEL_WARN,
+				    "too late to publish within the lease: %d "
+				    "claimed row(s) are left to its end (the "
+				    "claim took %lld ms, the wait for a free "
+				    "request to the sink %lld ms)", ch->n, took,
+				    (long long)(now - ch->answered_us) / 1000);
+			r->inflight -= ch->n;
+			relay_sink_chunk_free(ch);
+			continue;
+		}
+		ch->at_sink = 1;
+		ch->sink_us = now;
+		r->at_sink++;
+		TAILQ_INSERT_TAIL(&r->at_sinkq, ch, entry);
+		if (r->sink->publish(r->httpc, r->conf, ch->msgs, ch->n,
+		    relay_sink_answered, ch) == -1) {
+			/* Not started: the lease brings the rows back. */
+			log_warnx("could not start a publish of %d "
+			    "message(s)", ch->n);
+			TAILQ_REMOVE(&r->at_sinkq, ch, entry);
+			r->at_sink--;
+			r->inflight -= ch->n;
+			relay_sink_chunk_free(ch);
+		}
+	}
+}
+
+/* Count a chunk's outcomes: sent with their latency, failed attempts by
+ * reason, and whether each will be retried or was given up. */
+static void
+relay_sink_count(struct relay *r, const struct relay_chunk *ch)
+{
+	int64_t		now = ch->acked_us / 1000, lat;
+	int		i, sink = r->conf->relay.sink, nsent = 0;
+
+	for (i = 0; i < ch->n; i++) {
+		const struct outbox_msg	*m = &ch->msgs[i];
+
+		if (m->outcome == SINK_SENT) {
+			nsent++;
+			/* Clocks of two hosts: never below zero. */
+			lat = now - m->created_ms;
+			metrics_publish_latency(lat > 0 ?
+			    (uint64_t)lat * 1000 : 0);
+			continue;
+		}
+		metrics_publish_failure(m->reason);
+		metrics_published(sink, m->outcome == SINK_REJECTED ||
+		    m->attempts + 1 >= r->conf->relay.max_attempts ?
+		    METRICS_PUBLISH_FAILED : METRICS_PUBLISH_RETRY, 1);
+	}
+	metrics_published(sink, METRICS_PUBLISH_SENT, nsent);
+}
+
+static void
+relay_sink_answered(struct outbox_msg *msgs, int n, void *arg)
+{
+	struct relay_chunk	*ch = arg;
+	struct relay		*r = ch->relay;
+
+	(void)msgs;
+	(void)n;
+	ch->acked_us = clock_wall_us();
+	if (ch->at_sink) {
+		metrics_sink_duration(r->conf->relay.sink,
+		    (uint64_t)(clock_mono_us() - ch->sink_us));
+		TAILQ_REMOVE(&r->at_sinkq, ch, entry);
+		r->at_sink--;
+	}
+	relay_sink_count(r, ch);
+	relay_record_outcomes(r, ch);
+	r->inflight -= ch->n;
+	relay_sink_chunk_free(ch);
+	relay_sink_pump(r);
+	relay_schedule_record(r);
+}
+
+/* Rows of the chunks at the sink. */
+int
+relay_sink_rows(const struct relay *r)
+{
+	const struct relay_chunk	*ch;
+	int				 n = 0;
+
+	TAILQ_FOREACH(ch, &r->at_sinkq, entry)
+		n += ch->n;
+	return n;
+}
+
+/* Giving up at a stop: what the sink answered of its chunks so far is
+ * recorded like any answer (sent_at is now, a little late); the rest is
+ * left to the lease.  One warning says which is which. */
+void
+relay_sink_give_up(struct relay *r)
+{
+	struct relay_chunk	*ch;
+	int			 i, hung = 0, answered = 0;
+
+	TAILQ_FOREACH(ch, &r->at_sinkq, entry) {
+		/* A sink that answers message by message may have answered
+		 * some of the chunk already (outbox_msg.answered): those
+		 * answers are recorded like any other (sent_at is now, a
+		 * little late). */
+		ch->acked_us = clock_wall_us();
+		for (i = 0; i < ch->n; i++) {
+			const struct outbox_msg	*m = &ch->msgs[i];
+
+			if (!m->answered)
+				hung++;
+			else if (m->outcome == SINK_SENT) {
+				relay_mark_queue(r, ch, i);
+				answered++;
+			} else {
+				relay_fail_record(r, ch, i);
+				answered++;
+			}
+		}
+	}
+	if (answered > 0)
+		log_warnx("stopping with %d %s still unanswered "
+		    "%ld ms after the stop signal: their rows are published "
+		    "again when their lease ends (relay.lease %ld ms); the %d "
+		    "answered row(s) of the same requests are recorded", hung,
+		    r->sink->unanswered, proc_give_up_ms(r->conf),
+		    r->conf->relay.lease, answered);
+	else
+		log_warnx("stopping with %d row(s) given to %s still "
+		    "unanswered %ld ms after the stop signal: they are "
+		    "published again when their lease ends (relay.lease %ld "
+		    "ms)", hung,
+		    r->sink->target, proc_give_up_ms(r->conf),
+		    r->conf->relay.lease);
+}
+
+void
+relay_sink_free(struct relay *r)
+{
+	struct relay_chunk	*ch;
+
+	while ((ch = TAILQ_FIRST(&r->ready)) != NULL) {
+		TAILQ_REMOVE(&r->ready, ch, entry);
+		relay_sink_chunk_free(ch);
+	}
+	while ((ch = TAILQ_FIRST(&r->at_sinkq)) != NULL) {
+		TAILQ_REMOVE(&r->at_sinkq, ch, entry);
+		relay_sink_chunk_free(ch);
+	}
+}
