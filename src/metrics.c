@@ -300,49 +300,6 @@ metrics_set_workers(int up, int desired)
 	STORE(&metrics_shm->workers_desired, (int64_t)desired);
 }
 
-/*
- * Not used by outboxd: the sinks and the relay set each failure's reason
- * where they see it (outbox_msg.reason), and metrics_publish_failure()
- * counts that.  This is the classification from the error text that came
- * before, kept only while tests/unit/test_ops.c asserts on it; delete the
- * two together.
- */
-int
-metrics_publish_reason(int outcome, const char *error)
-{
-	const char	*p;
-	long		 status = 0;
-
-	if (error == NULL)
-		return outcome == SINK_REJECTED ? SINK_REASON_REJECTED :
-		    SINK_REASON_OTHER;
-	if (strstr(error, "exceeds relay.max_message_size") != NULL)
-		return SINK_REASON_TOO_LARGE;
-	if (strstr(error, "transport error") != NULL)
-		return SINK_REASON_TRANSPORT;
-	if (strstr(error, "Throttl") != NULL ||
-	    strstr(error, "RequestThrottled") != NULL ||
-	    strstr(error, "TooManyRequests") != NULL)
-		return SINK_REASON_THROTTLED;
-	if ((p = strstr(error, "HTTP ")) != NULL)
-		status = strtol(p + 5, NULL, 10);
-	if (status == 429)
-		return SINK_REASON_THROTTLED;
-	if (status == 408)
-		return SINK_REASON_TRANSPORT;
-	if (status >= 500 && status <= 599)
-		return SINK_REASON_SERVER;
-	if (status >= 400 && status <= 499)
-		return outcome == SINK_REJECTED ? SINK_REASON_REJECTED :
-		    SINK_REASON_CLIENT;
-	if (outcome == SINK_REJECTED)
-		return SINK_REASON_REJECTED;
-	/* An SQS entry that failed without being the sender's fault. */
-	if (strncmp(error, "SQS ", 4) == 0)
-		return SINK_REASON_SERVER;
-	return SINK_REASON_OTHER;
-}
-
 /* ---- the outbox figures ---------------------------------------------- */
 
 static void

@@ -624,6 +624,11 @@ int		 webhook_sign(const char *secret, const char *id, int64_t ts,
  * 429, 5xx and 0 (no answer) SINK_RETRY; anything else, 3xx included
  * (redirects are not followed), SINK_REJECTED. */
 enum sink_outcome webhook_outcome(long status);
+/* The enum sink_reason of a failed webhook answer with this HTTP status
+ * (0: none came) and outcome; answer is its text as the error keeps it:
+ * a receiver that says it throttles is throttling whatever the status. */
+enum sink_reason webhook_reason(long status, enum sink_outcome outcome,
+		    const char *answer);
 
 /* ---- order.c: POST /orders validation and JSON mapping (no I/O) ------- */
 
@@ -718,13 +723,6 @@ void		 metrics_retention(int failed, long n);
 void		 metrics_handoff(int taken, int failed);
 /* The master: running workers of the current generation, and wanted. */
 void		 metrics_set_workers(int up, int desired);
-/*
- * The enum sink_reason a failed attempt (outcome SINK_RETRY or
- * SINK_REJECTED) with this error text got before the sinks set reasons
- * themselves.  outboxd no longer calls it: kept only while
- * tests/unit/test_ops.c asserts on it (test_publish_reason).
- */
-int		 metrics_publish_reason(int outcome, const char *error);
 
 /* The statement whose answer metrics_outbox_store() takes: pending and
  * failed counts, age of the oldest pending row (ms), the pause switch. */

@@ -193,14 +193,13 @@ sink_http_answer(const char *body, size_t len, char *buf, size_t size)
 	buf[o] = '\0';
 }
 
-/*
- * Why an answer that is not 2xx failed: answer is its text as kept in the
- * error.  A receiver that says it throttles is throttling whatever the
- * status; 408 is the receiver giving up on a slow request.
- */
-static enum sink_reason
-sink_http_reason(long status, enum sink_outcome outcome, const char *answer)
+enum sink_reason
+webhook_reason(long status, enum sink_outcome outcome, const char *answer)
 {
+	if (status == 0)
+		return (SINK_REASON_TRANSPORT);
+	/* A receiver that says it throttles is throttling whatever the
+	 * status; 408 is the receiver giving up on a slow request. */
 	if (strstr(answer, "Throttl") != NULL ||
 	    strstr(answer, "TooManyRequests") != NULL || status == 429)
 		return (SINK_REASON_THROTTLED);
@@ -266,7 +265,7 @@ sink_http_reply(const struct httpc_response *resp, void *arg)
 	m->answered = 1;
 	if (resp->curl_code != 0 || resp->status == 0) {
 		m->outcome = SINK_RETRY;
-		m->reason = SINK_REASON_TRANSPORT;
+		m->reason = webhook_reason(0, m->outcome, "");
 		r = asprintf(&m->error, "webhook transport error: %s",
 		    resp->curl_error != NULL ? resp->curl_error : "no answer");
 	} else {
@@ -278,7 +277,7 @@ sink_http_reply(const struct httpc_response *resp, void *arg)
 		else {
 			sink_http_answer(resp->body != NULL ? resp->body : "",
 			    resp->body_len, answer, sizeof(answer));
-			m->reason = sink_http_reason(resp->status, m->outcome,
+			m->reason = webhook_reason(resp->status, m->outcome,
 			    answer);
 			r = asprintf(&m->error, "webhook HTTP %ld%s%s",
 			    resp->status, answer[0] != '\0' ? ": " : "",

@@ -134,36 +134,46 @@ test_label_escape(void **state)
 	assert_true(strlen(buf) < 6);
 }
 
+/* Each failure's reason is set where it is seen: an SQS call that failed
+ * as a whole (sqs_send_batch_reason), an entry SQS failed
+ * (sqs_send_batch_parse), a webhook answer (webhook_reason). */
 static void
 test_publish_reason(void **state)
 {
+	struct outbox_msg	 m[2];
+	cJSON			*reply;
+
 	(void)state;
-	assert_int_equal(metrics_publish_reason(SINK_RETRY,
-	    "SQS transport error: Connection refused"),
+	assert_int_equal(sqs_send_batch_reason(0, NULL,
+	    "Connection refused"), SINK_REASON_TRANSPORT);
+	assert_int_equal(webhook_reason(0, SINK_RETRY, ""),
 	    SINK_REASON_TRANSPORT);
-	assert_int_equal(metrics_publish_reason(SINK_RETRY,
-	    "webhook transport error: Timeout was reached"),
-	    SINK_REASON_TRANSPORT);
-	assert_int_equal(metrics_publish_reason(SINK_RETRY,
-	    "SQS HTTP 500 InternalError: boom"), SINK_REASON_SERVER);
-	assert_int_equal(metrics_publish_reason(SINK_RETRY,
-	    "SQS HTTP 400 ThrottlingException: slow down"),
+	assert_int_equal(sqs_send_batch_reason(500, "InternalError", "boom"),
+	    SINK_REASON_SERVER);
+	assert_int_equal(sqs_send_batch_reason(400, "ThrottlingException",
+	    "slow down"), SINK_REASON_THROTTLED);
+	assert_int_equal(webhook_reason(429, SINK_RETRY, "too many"),
 	    SINK_REASON_THROTTLED);
-	assert_int_equal(metrics_publish_reason(SINK_RETRY,
-	    "webhook HTTP 429: too many"), SINK_REASON_THROTTLED);
-	assert_int_equal(metrics_publish_reason(SINK_RETRY,
-	    "SQS HTTP 400 QueueDoesNotExist: gone"), SINK_REASON_CLIENT);
-	assert_int_equal(metrics_publish_reason(SINK_REJECTED,
-	    "webhook HTTP 422: nope"), SINK_REASON_REJECTED);
-	assert_int_equal(metrics_publish_reason(SINK_REJECTED,
-	    "SQS InvalidMessageContents: bad"), SINK_REASON_REJECTED);
-	assert_int_equal(metrics_publish_reason(SINK_RETRY,
-	    "SQS InternalError: injected"), SINK_REASON_SERVER);
-	assert_int_equal(metrics_publish_reason(SINK_REJECTED,
-	    "message of 300000 bytes exceeds relay.max_message_size (262144 "
-	    "bytes)"), SINK_REASON_TOO_LARGE);
-	assert_int_equal(metrics_publish_reason(SINK_RETRY, NULL),
-	    SINK_REASON_OTHER);
+	assert_int_equal(sqs_send_batch_reason(400, "QueueDoesNotExist",
+	    "gone"), SINK_REASON_CLIENT);
+	assert_int_equal(webhook_reason(422, SINK_REJECTED, "nope"),
+	    SINK_REASON_REJECTED);
+	/* one entry the sender's fault, one SQS's own */
+	memset(m, 0, sizeof(m));
+	m[0].id = 1;
+	m[1].id = 2;
+	reply = cJSON_Parse("{\"Failed\":["
+	    "{\"Id\":\"1\",\"Code\":\"InvalidMessageContents\","
+	    "\"Message\":\"bad\",\"SenderFault\":true},"
+	    "{\"Id\":\"2\",\"Code\":\"InternalError\","
+	    "\"Message\":\"injected\",\"SenderFault\":false}]}");
+	assert_non_null(reply);
+	assert_int_equal(sqs_send_batch_parse(reply, m, 2), 0);
+	assert_int_equal(m[0].reason, SINK_REASON_REJECTED);
+	assert_int_equal(m[1].reason, SINK_REASON_SERVER);
+	free(m[0].error);
+	free(m[1].error);
+	cJSON_Delete(reply);
 }
 
 static void
