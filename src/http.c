@@ -59,7 +59,6 @@
 #define HTTP_IO_TIMEOUT_S	15	/* a silent client is dropped */
 #define HTTP_REQUEST_TIMEOUT_S	30	/* one request, first byte to last */
 #define HTTP_HEAD_MAX		16384	/* request line and headers */
-#define HTTP_BACKSTOP		(64L * 1024 * 1024) /* evhttp's own limit */
 #define HTTP_LINGER_MS		2000	/* reading after a refusal */
 #define HTTP_FLUSH_MS		2000	/* stopping: last answers to go out */
 #define HTTP_DRAIN_MS		300	/* stopping: requests already on an
@@ -261,8 +260,6 @@ struct http_worker {
 	struct event		*drain_ev;	/* end of HTTP_DRAIN_MS */
 	int			 drained;	/* HTTP_DRAIN_MS are over */
 	size_t			 max_body;
-	size_t			 max_request;	/* body + HTTP_HEAD_MAX */
-	int			 nconns;	/* guarded connections */
 	TAILQ_HEAD(, http_conn)	 conns;
 };
 
@@ -1803,7 +1800,6 @@ http_conn_closed(struct evhttp_connection *evcon, void *arg)
 		event_free(c->fix_ev);
 	evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->in_cb);
 	evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
-	c->w->nconns--;
 	TAILQ_REMOVE(&c->w->conns, c, entry);
 	free(c);
 }
@@ -2094,7 +2090,6 @@ http_conn_first(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 		free(c);
 		return;
 	}
-	c->w->nconns++;
 	TAILQ_INSERT_TAIL(&c->w->conns, c, entry);
 	evhttp_connection_set_closecb(c->evcon, http_conn_closed, c);
 	evbuffer_remove_cb(buf, http_conn_first, bev);
@@ -2287,7 +2282,6 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 	TAILQ_INIT(&w.conns);
 	w.max_body = conf->http.max_body_size > 0 ?
 	    (size_t)conf->http.max_body_size : 0;
-	w.max_request = w.max_body + HTTP_HEAD_MAX;
 	http_self = &w;
 
 	if ((w.base = event_base_new()) == NULL) {
