@@ -224,6 +224,7 @@ struct http_db {
 	struct http_worker	*w;
 	int			 index;
 	PGconn			*pg;
+	struct db_connecting	*connecting;	/* HTTP_DB_CONNECTING */
 	enum http_db_state	 state;
 	int			 step;		/* of the setup */
 	int			 step_failed;
@@ -316,6 +317,7 @@ static void	http_db_run(struct http_db *, struct http_job *);
 static struct http_conn *http_conn_of(struct http_worker *,
 		    struct evhttp_request *);
 static void	http_db_broken(struct http_db *, const char *);
+static void	http_db_fail(struct http_db *, const char *, const char *);
 static void	http_db_setup_next(struct http_db *);
 static void	http_db_connect(struct http_db *);
 static void	http_notify(struct http_worker *);
@@ -1197,14 +1199,13 @@ http_db_attach(struct http_db *db)
  * server that is not there.
  */
 static void
-http_db_broken(struct http_db *db, const char *what)
+http_db_fail(struct http_db *db, const char *what, const char *why)
 {
 	struct http_worker	*w = db->w;
 	struct http_job		*job;
 	char			 buf[512];
 
-	db_errline(buf, sizeof(buf), db->pg != NULL ? PQerrorMessage(db->pg) :
-	    NULL);
+	db_errline(buf, sizeof(buf), why);
 	/* Once per outage; the attempts that follow only at debug level. */
 	if (db->backoff == HTTP_BACKOFF_MIN_MS)
 		log_warnx("database connection %d: %s: %s; retrying in %ld ms",
@@ -1230,6 +1231,13 @@ http_db_broken(struct http_db *db, const char *what)
 		http_queue_fail(w);
 }
 
+/* http_db_fail() with libpq's message of the connection. */
+static void
+http_db_broken(struct http_db *db, const char *what)
+{
+	http_db_fail(db, what, db->pg != NULL ? PQerrorMessage(db->pg) : NULL);
+}
+
 /* The one timer: reconnect when down; give up on a connect, a setup or a
  * pipeline that makes no progress. */
 static void
@@ -1243,7 +1251,8 @@ http_db_timer(evutil_socket_t fd, short what, void *arg)
 	case HTTP_DB_DOWN:
 		http_db_connect(db);
 		break;
-	case HTTP_DB_CONNECTING:
+	case HTTP_DB_CONNECTING:	/* db_connecting_start()'s deadline */
+		break;
 	case HTTP_DB_SETUP:
 		http_db_broken(db, "connect timed out");
 		break;
@@ -1254,55 +1263,40 @@ http_db_timer(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* db_connecting_start()'s answer. */
 static void
-http_db_connect_poll(evutil_socket_t fd, short what, void *arg)
+http_db_connected(PGconn *pg, int timed_out, const char *err, void *arg)
 {
-	struct http_db		*db = arg;
-	struct http_worker	*w = db->w;
-	PostgresPollingStatusType st;
+	struct http_db	*db = arg;
 
-	(void)fd;
-	(void)what;
-	st = PQconnectPoll(db->pg);
-	switch (st) {
-	case PGRES_POLLING_OK:
-		if (http_db_attach(db) == -1)
-			http_db_broken(db, "attach");
-		return;
-	case PGRES_POLLING_READING:
-	case PGRES_POLLING_WRITING:
-		/* libpq may switch sockets while trying addresses */
-		event_del(db->rev);
-		event_assign(db->rev, w->base, PQsocket(db->pg),
-		    st == PGRES_POLLING_READING ? EV_READ : EV_WRITE,
-		    http_db_connect_poll, db);
-		event_add(db->rev, NULL);
-		return;
-	default:
-		http_db_broken(db, "connect");
+	db->connecting = NULL;
+	if (pg == NULL) {
+		http_db_fail(db, timed_out ? "connect timed out" : "connect",
+		    err);
 		return;
 	}
+	db->pg = pg;
+	if (http_db_attach(db) == -1)
+		http_db_broken(db, "attach");
 }
 
 /*
- * Start an asynchronous reconnect (PQconnectStartParams, PQconnectPoll)
- * with the session settings of db_connect(): a blocking connect would
- * stall every request of this worker while the server is away.
+ * Start an asynchronous reconnect (db_connecting_start()) with the session
+ * settings of db_connect(): a blocking connect would stall every request
+ * of this worker while the server is away.
  */
 static void
 http_db_connect(struct http_db *db)
 {
-	/* connect_timeout is not enforced by PQconnectPoll; our timer is. */
-	db->pg = db_connect_start(db->w->conf->database, "http");
-	if (db->pg == NULL || PQstatus(db->pg) == CONNECTION_BAD) {
-		http_db_broken(db, "connect");
+	char	err[512];
+
+	if ((db->connecting = db_connecting_start(db->w->base,
+	    db->w->conf->database, "http", HTTP_CONNECT_TIMEOUT_MS,
+	    http_db_connected, db, err, sizeof(err))) == NULL) {
+		http_db_fail(db, "connect", err);
 		return;
 	}
 	db->state = HTTP_DB_CONNECTING;
-	http_db_arm(db, HTTP_CONNECT_TIMEOUT_MS);
-	event_assign(db->rev, db->w->base, PQsocket(db->pg), EV_WRITE,
-	    http_db_connect_poll, db);
-	event_add(db->rev, NULL);
 }
 
 /*
@@ -2184,6 +2178,7 @@ http_worker_free(struct http_worker *w)
 			event_del(db->timer);
 		if (db->pg != NULL)
 			PQfinish(db->pg);
+		db_connecting_cancel(db->connecting);
 		if (db->rev != NULL)
 			event_free(db->rev);
 		if (db->wev != NULL)
