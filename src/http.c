@@ -300,7 +300,7 @@ http_job_submit(struct http_worker *w, struct http_job *job)
 
 /* Send job's statement(s) on pg; the pool adds the Sync. */
 static int
-http_pool_send(PGconn *pg, struct http_job *job, int link, void *arg)
+http_job_send(PGconn *pg, struct http_job *job, int link, void *arg)
 {
 	struct http_worker	*w = arg;
 	int			 ok;
@@ -345,7 +345,7 @@ static void	http_stats_reply(struct http_worker *, struct evhttp_request *,
  * or a batch's row missing) gets a 503.
  */
 static void
-http_pool_done(struct http_job *job, const PGresult *res, int link,
+http_job_done(struct http_job *job, const PGresult *res, int link,
     void *arg)
 {
 	struct http_worker	*w = arg;
@@ -381,7 +381,7 @@ http_pool_done(struct http_job *job, const PGresult *res, int link,
 }
 
 static void
-http_pool_setup_row(const PGresult *res, void *arg)
+http_setup_row(const PGresult *res, void *arg)
 {
 	http_wake_trigger_row(arg, res);
 }
@@ -576,9 +576,9 @@ http_worker_pool(struct http_worker *w)
 	memset(&ops, 0, sizeof(ops));
 	ops.setup = setup;
 	ops.nsetup = n;
-	ops.send = http_pool_send;
-	ops.done = http_pool_done;
-	ops.setup_row = http_pool_setup_row;
+	ops.send = http_job_send;
+	ops.done = http_job_done;
+	ops.setup_row = http_setup_row;
 	ops.arg = w;
 	w->pool = http_pool_new(w->base, w->conf->database,
 	    w->conf->http.db_connections > 0 ?
@@ -663,7 +663,7 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 		goto fail;
 	}
 	/* A request started in the loop pass that decided to leave is
-	 * answered before we go; http_maybe_exit() ends this round. */
+	 * answered before we go; http_exit_if_done() ends this round. */
 	while (w.inflight > 0 && event_base_dispatch(w.base) == 0)
 		;
 	proc_worker_done();

@@ -203,6 +203,7 @@ void		 http_pool_push_front(struct http_pool *, struct http_job *);
 int		 http_pool_send_now(struct http_pool *, struct http_job *);
 /* Connections in session setup or ready (0: the database is away). */
 int		 http_pool_up(const struct http_pool *);
+/* Connections the pool has, up or not (nlinks of http_pool_new()). */
 int		 http_pool_size(const struct http_pool *);
 /* Log a failed statement of connection link ("database connection N:
  * ..."); refused orders (db_result_refused()) rate-limited. */
@@ -216,6 +217,7 @@ extern const char http_wake_trigger_sql[];
 /* Create the NOTIFY window's timer; -1 on failure.  http_wake_free()
  * frees it. */
 int		 http_wake_init(struct http_worker *);
+/* Free the timer; the NOTIFY still owed (if any) is not sent. */
 void		 http_wake_free(struct http_worker *);
 /* http_wake_trigger_sql's row: notify ourselves unless it says "t". */
 void		 http_wake_trigger_row(struct http_worker *, const PGresult *);

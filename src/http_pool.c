@@ -93,7 +93,7 @@ static void	http_link_connect(struct http_link *);
 
 /* The pool is done with job: its user takes it, with res (or NULL). */
 static void
-http_pool_done(struct http_link *l, struct http_job *job, const PGresult *res)
+http_link_done(struct http_link *l, struct http_job *job, const PGresult *res)
 {
 	l->pool->ops.done(job, res, l->index, l->pool->ops.arg);
 }
@@ -108,7 +108,7 @@ http_pool_flush_queue(struct http_pool *pool, struct http_link *l)
 	while ((job = TAILQ_FIRST(&pool->queue)) != NULL) {
 		TAILQ_REMOVE(&pool->queue, job, entry);
 		pool->queued--;
-		http_pool_done(l, job, NULL);
+		http_link_done(l, job, NULL);
 	}
 }
 
@@ -321,7 +321,7 @@ http_link_split(struct http_link *l, struct http_job *job)
 			job->res = NULL;
 		}
 		if (job->req == NULL) {		/* answered already */
-			http_pool_done(l, job, NULL);
+			http_link_done(l, job, NULL);
 			continue;
 		}
 		if (after == NULL)
@@ -378,7 +378,7 @@ http_link_pipeline(struct http_link *l, PGresult *res)
 		} else {
 			jres = job->res;
 			job->res = NULL;
-			http_pool_done(l, job, jres);
+			http_link_done(l, job, jres);
 			PQclear(jres);
 		}
 		l->phase = HTTP_PHASE_RESULT;
@@ -550,7 +550,7 @@ http_link_fail(struct http_link *l, const char *what, const char *why)
 			PQclear(job->res);
 			job->res = NULL;
 		}
-		http_pool_done(l, job, NULL);
+		http_link_done(l, job, NULL);
 	}
 	l->nsent = 0;
 	if (l->state == HTTP_LINK_SETUP || l->state == HTTP_LINK_READY)
