@@ -124,8 +124,7 @@ db_notice(void *arg, const PGresult *res)
 /*
  * The gssencmode value passed with conninfo.  libpq's default, "prefer",
  * looks for Kerberos credentials on every connect, which maps the Kerberos
- * libraries into each worker (about 0.9 MB of RSS apiece) to find, nearly
- * always, none.  Whatever the operator chose (conninfo, a pg_service.conf
+ * libraries into each worker's memory to find, nearly always, none.  Whatever the operator chose (conninfo, a pg_service.conf
  * service, environment) wins; "" leaves the keyword unset for libpq.
  */
 static const char *

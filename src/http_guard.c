@@ -206,7 +206,7 @@ http_conn_count(struct http_conn *c, size_t n)
 	c->pending += n;
 	/*
 	 * The input may hold pipelined requests that evhttp has not parsed
-	 * yet, and taking the connection over from evhttp then crashed it
+	 * yet, and taking the connection over from evhttp then crashes it
 	 * (a deferred read still pending): sizes are left to evhttp's own
 	 * limits (evhttp_set_max_body_size/_headers_size), whose HTML pages
 	 * http_conn_fix() turns into JSON.  Only a request that trickles in

@@ -39,7 +39,8 @@ struct pg_result;
 /*
  * Session options of the HTTP workers' connections.  outboxd.notify=off:
  * the schema's NOTIFY trigger skips their inserts, the workers notify
- * themselves, debounced (a NOTIFY per transaction serialises commits).
+ * themselves, debounced (http_wake.c: a NOTIFY per transaction serialises
+ * commits).
  * outboxd.stamp=off: no commit-order stamp, since an order.created
  * event's key is the new order's id, which no other row shares.
  */
@@ -47,12 +48,11 @@ struct pg_result;
 	"-c TimeZone=UTC -c outboxd.notify=off -c outboxd.stamp=off"
 /*
  * Retention's connection runs only its delete (retention.c), which must
- * walk outbox_sent_idx in sent_at order and stop at its limit.  A trial
- * with statistics older than a burst of due rows saw the planner choose a
- * bitmap scan and sort all of them for each 500-row delete (300,000 due
- * rows: 337 ms a statement, 5.9 ms after ANALYZE; not reproduced here,
- * where the index scan was chosen each time).  With sorts and bitmap
- * scans off, as for outbox_claim(), only the ordered index scan is left.
+ * walk outbox_sent_idx in sent_at order and stop at its limit.  With
+ * statistics older than a burst of due rows, the planner may choose a
+ * bitmap scan and sort every due row for each small delete.  With sorts
+ * and bitmap scans off, as for outbox_claim(), only the ordered index
+ * scan is left.
  */
 #define RETENTION_SESSION_OPTIONS	\
 	"-c TimeZone=UTC -c enable_sort=off -c enable_bitmapscan=off"
@@ -850,6 +850,8 @@ void		 retention_free(struct retention *);
 
 /* ---- worker entry points (one file each); return the exit status ------ */
 
+/* http.c, with http_orders.c, http_pool.c, http_wake.c, http_guard.c
+ * (their shared declarations are in http.h). */
 int		 http_worker_main(struct conf *, int listen_fd, int index);
 int		 relay_main(struct conf *, int index);
 int		 consumer_main(struct conf *, int index);
