@@ -1,6 +1,7 @@
 /*
- * db.c - blocking libpq helpers shared by the workers: connecting with the
- * session settings outboxd relies on, and checking that the schema exists.
+ * db.c - libpq helpers shared by the workers: connecting with the session
+ * settings outboxd relies on (blocking, or from an event loop with a
+ * deadline), reading why a statement failed, checking the schema.
  */
 #include "config.h"
 
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
 #include <libpq-fe.h>
 
 #include "outboxd.h"
@@ -53,6 +55,49 @@ db_result_error(char *buf, size_t len, const struct pg_result *res,
 	return db_errline(buf, len, msg);
 }
 
+const char *
+db_result_field(const struct pg_result *res, int field, char *buf,
+    size_t len)
+{
+	const char	*v = PQresultErrorField(res, field);
+
+	if (v == NULL || v[strspn(v, " \t\r\n")] == '\0')
+		return NULL;
+	return db_errline(buf, len, v);
+}
+
+void
+db_result_why(struct db_why *why, const struct pg_result *res)
+{
+	why->detail = db_result_field(res, PG_DIAG_MESSAGE_DETAIL, why->dbuf,
+	    sizeof(why->dbuf));
+	why->hint = db_result_field(res, PG_DIAG_MESSAGE_HINT, why->hbuf,
+	    sizeof(why->hbuf));
+}
+
+/*
+ * SQLSTATE classes 22 (data exception), 23 (integrity constraint
+ * violation), 27 (triggered data change violation), 44 (WITH CHECK OPTION
+ * violation) and P0 (PL/pgSQL: RAISE EXCEPTION is P0001, a trigger may
+ * pick another P0 code).  Any other failure (the connection, a
+ * serialization failure or deadlock, a shutdown, a missing table) may
+ * pass.  Source: PostgreSQL documentation, Appendix A "PostgreSQL Error
+ * Codes".
+ */
+int
+db_result_refused(const struct pg_result *res)
+{
+	static const char *const classes[] = { "22", "23", "27", "44", "P0" };
+	const char	*state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	size_t		 i;
+
+	for (i = 0; state != NULL && i < sizeof(classes) / sizeof(*classes);
+	    i++)
+		if (strncmp(state, classes[i], 2) == 0)
+			return 1;
+	return 0;
+}
+
 /* libpq writes notices, and errors that arrive between queries (the
  * server's "terminating connection" when it restarts), to stderr by
  * default: a line in neither log format.  They go through the log, at
@@ -79,8 +124,7 @@ db_notice(void *arg, const PGresult *res)
 /*
  * The gssencmode value passed with conninfo.  libpq's default, "prefer",
  * looks for Kerberos credentials on every connect, which maps the Kerberos
- * libraries into each worker (about 0.9 MB of RSS apiece) to find, nearly
- * always, none.  Whatever the operator chose (conninfo, a pg_service.conf
+ * libraries into each worker's memory to find, nearly always, none.  Whatever the operator chose (conninfo, a pg_service.conf
  * service, environment) wins; "" leaves the keyword unset for libpq.
  */
 static const char *
@@ -131,7 +175,8 @@ db_params_init(struct db_params *p, const char *conninfo, const char *role)
 	p->keys[i] = NULL;
 	snprintf(p->app, sizeof(p->app), "outboxd %s", role);
 	p->vals[0] = p->app;
-	/* The HTTP workers wake the relays themselves, debounced (http.c),
+	/* The HTTP workers wake the relays themselves, debounced
+	 * (http_wake.c),
 	 * and write only keys no other row shares: see sql/schema.sql. */
 	p->vals[1] = strcmp(role, "http") == 0 ? HTTP_SESSION_OPTIONS :
 	    strcmp(role, "retention") == 0 ? RETENTION_SESSION_OPTIONS :
@@ -173,13 +218,133 @@ db_connect(const char *conninfo, const char *role, char *err, size_t errlen)
 	return conn;
 }
 
-struct pg_conn *
+/* The connection of db_connect() started without waiting
+ * (PQconnectStartParams), for db_connecting_start() to drive.  libpq
+ * resolves the host name before this returns. */
+static PGconn *
 db_connect_start(const char *conninfo, const char *role)
 {
 	struct db_params	p;
 
 	db_params_init(&p, conninfo, role);
 	return PQconnectStartParams(p.keys, p.vals, 1);
+}
+
+/* A connect under way from an event loop (db_connecting_start()). */
+struct db_connecting {
+	struct event_base	*base;
+	PGconn			*conn;
+	struct event		*ev;		/* the socket, as libpq asks */
+	struct event		*deadline;
+	db_connected_cb		*cb;
+	void			*arg;
+};
+
+static void
+db_connecting_release(struct db_connecting *dc)
+{
+	if (dc->ev != NULL)
+		event_free(dc->ev);
+	if (dc->deadline != NULL)
+		event_free(dc->deadline);
+	free(dc);
+}
+
+/* The connect is over: dc is freed, then cb runs; a connection that
+ * failed is closed after it, so that err (libpq's message) lives as
+ * long as the call. */
+static void
+db_connecting_end(struct db_connecting *dc, int ok, int timed_out)
+{
+	PGconn		*conn = dc->conn;
+	db_connected_cb	*cb = dc->cb;
+	void		*arg = dc->arg;
+
+	db_connecting_release(dc);
+	if (ok) {
+		cb(conn, 0, NULL, arg);
+		return;
+	}
+	cb(NULL, timed_out, PQerrorMessage(conn), arg);
+	PQfinish(conn);
+}
+
+static void
+db_connecting_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	db_connecting_end(arg, 0, 1);
+}
+
+static void
+db_connecting_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct db_connecting		*dc = arg;
+	PostgresPollingStatusType	 st;
+
+	(void)fd;
+	(void)what;
+	switch ((st = PQconnectPoll(dc->conn))) {
+	case PGRES_POLLING_OK:
+		db_connecting_end(dc, 1, 0);
+		return;
+	case PGRES_POLLING_READING:
+	case PGRES_POLLING_WRITING:
+		/* libpq may change sockets while it tries addresses */
+		event_free(dc->ev);
+		if ((dc->ev = event_new(dc->base, PQsocket(dc->conn),
+		    st == PGRES_POLLING_READING ? EV_READ : EV_WRITE,
+		    db_connecting_poll, dc)) == NULL ||
+		    event_add(dc->ev, NULL) == -1)
+			fatalx("event_add");
+		return;
+	default:
+		db_connecting_end(dc, 0, 0);
+		return;
+	}
+}
+
+struct db_connecting *
+db_connecting_start(struct event_base *base, const char *conninfo,
+    const char *role, long timeout, db_connected_cb *cb, void *arg,
+    char *err, size_t errlen)
+{
+	struct db_connecting	*dc;
+	struct timeval		 tv = clock_tv(timeout);
+
+	if ((dc = calloc(1, sizeof(*dc))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	/* connect_timeout is not enforced by PQconnectPoll: the deadline
+	 * event is. */
+	dc->conn = db_connect_start(conninfo, role);
+	if (dc->conn == NULL || PQstatus(dc->conn) == CONNECTION_BAD) {
+		db_errcpy(err, errlen, dc->conn != NULL ?
+		    PQerrorMessage(dc->conn) : "out of memory");
+		PQfinish(dc->conn);
+		free(dc);
+		return NULL;
+	}
+	dc->base = base;
+	dc->cb = cb;
+	dc->arg = arg;
+	if ((dc->deadline = evtimer_new(base, db_connecting_timeout, dc)) ==
+	    NULL || evtimer_add(dc->deadline, &tv) == -1 ||
+	    (dc->ev = event_new(base, PQsocket(dc->conn), EV_WRITE,
+	    db_connecting_poll, dc)) == NULL || event_add(dc->ev, NULL) == -1)
+		fatalx("event_add");
+	return dc;
+}
+
+void
+db_connecting_cancel(struct db_connecting *dc)
+{
+	if (dc == NULL)
+		return;
+	PQfinish(dc->conn);
+	db_connecting_release(dc);
 }
 
 void

@@ -39,7 +39,8 @@ struct pg_result;
 /*
  * Session options of the HTTP workers' connections.  outboxd.notify=off:
  * the schema's NOTIFY trigger skips their inserts, the workers notify
- * themselves, debounced (a NOTIFY per transaction serialises commits).
+ * themselves, debounced (http_wake.c: a NOTIFY per transaction serialises
+ * commits).
  * outboxd.stamp=off: no commit-order stamp, since an order.created
  * event's key is the new order's id, which no other row shares.
  */
@@ -47,12 +48,11 @@ struct pg_result;
 	"-c TimeZone=UTC -c outboxd.notify=off -c outboxd.stamp=off"
 /*
  * Retention's connection runs only its delete (retention.c), which must
- * walk outbox_sent_idx in sent_at order and stop at its limit.  A trial
- * with statistics older than a burst of due rows saw the planner choose a
- * bitmap scan and sort all of them for each 500-row delete (300,000 due
- * rows: 337 ms a statement, 5.9 ms after ANALYZE; not reproduced here,
- * where the index scan was chosen each time).  With sorts and bitmap
- * scans off, as for outbox_claim(), only the ordered index scan is left.
+ * walk outbox_sent_idx in sent_at order and stop at its limit.  With
+ * statistics older than a burst of due rows, the planner may choose a
+ * bitmap scan and sort every due row for each small delete.  With sorts
+ * and bitmap scans off, as for outbox_claim(), only the ordered index
+ * scan is left.
  */
 #define RETENTION_SESSION_OPTIONS	\
 	"-c TimeZone=UTC -c enable_sort=off -c enable_bitmapscan=off"
@@ -274,7 +274,7 @@ void		 proc_set_title(const char *fmt, ...) OUTBOXD_PRINTF(1, 2);
 /* Keep argv so proc_set_title can overwrite it; call first in main(). */
 void		 proc_title_init(int argc, char **argv);
 
-/* ---- db.c: blocking libpq helpers shared by the workers --------------- */
+/* ---- db.c: libpq helpers: connecting, failed results, the schema ----- */
 
 /* "{1,2,3}", a bigint[] parameter of n values; caller frees; NULL if out
  * of memory. */
@@ -291,14 +291,28 @@ char		*db_int8_array(const int64_t *v, int n);
  */
 struct pg_conn	*db_connect(const char *conninfo, const char *role, char *err,
 		    size_t errlen);
+
 /*
- * The same connection started without waiting (PQconnectStartParams):
- * the caller drives it with PQconnectPoll, and enforces connect_timeout,
- * which PQconnectPoll does not.  NULL when out of memory; a connection
- * whose PQstatus() is CONNECTION_BAD has failed at once.  Caller
- * PQfinish()es it.  libpq resolves the host name before this returns.
+ * The same connection opened without blocking base's loop: started with
+ * PQconnectStartParams (libpq resolves the host name before that
+ * returns), driven by PQconnectPoll from the loop, given up timeout ms
+ * after the start (PQconnectPoll does not enforce connect_timeout).  cb
+ * runs once, from the loop, after the handle is freed: with conn (the
+ * caller PQfinish()es it; notices are left to the caller, see
+ * db_log_notices()), or conn NULL, timed_out 1 if the deadline passed, and
+ * err, libpq's message, valid during the call only.  A connect that fails
+ * at once returns NULL (cb never runs) with the reason in err (errlen
+ * bytes).
  */
-struct pg_conn	*db_connect_start(const char *conninfo, const char *role);
+struct db_connecting;
+typedef void	 db_connected_cb(struct pg_conn *conn, int timed_out,
+		    const char *err, void *arg);
+struct db_connecting *db_connecting_start(struct event_base *,
+		    const char *conninfo, const char *role, long timeout,
+		    db_connected_cb *cb, void *arg, char *err, size_t errlen);
+/* Give a connect up: close it, free the handle; cb does not run.  NULL is
+ * ignored. */
+void		 db_connecting_cancel(struct db_connecting *);
 /* Send conn's notices, and errors that arrive between queries, to the log
  * (db_connect() does it for its connections). */
 void		 db_log_notices(struct pg_conn *);
@@ -321,6 +335,24 @@ const char	*db_result_error(char *buf, size_t len,
  * how to apply sql/schema.sql.  An index outboxd can do without (one
  * added since the first release) is only warned about. */
 int		 db_check_schema(struct pg_conn *, char *err, size_t errlen);
+/* A failed statement's field (PQresultErrorField) into buf as db_errline()
+ * writes it; NULL if the server sent none, or only blanks (RAISE ...
+ * USING DETAIL = '' says nothing).  Returns buf or NULL. */
+const char	*db_result_field(const struct pg_result *, int field,
+		    char *buf, size_t len);
+/* A failed statement's DETAIL and HINT (db_result_field()); NULL where the
+ * server sent none. */
+struct db_why {
+	const char	*detail;	/* NULL, or dbuf */
+	const char	*hint;		/* NULL, or hbuf */
+	char		 dbuf[512];
+	char		 hbuf[256];
+};
+void		 db_result_why(struct db_why *, const struct pg_result *);
+/* 1 if the statement failed on its own data (a constraint, a trigger's
+ * RAISE, a bad value: see db.c for the SQLSTATE classes), which running
+ * it again cannot change; else 0. */
+int		 db_result_refused(const struct pg_result *);
 
 /* ---- httpc.c: libcurl multi interface driven by a libevent loop ------- */
 
@@ -875,6 +907,8 @@ void		 retention_free(struct retention *);
 /* relay_main() is relay.c's; the rest of the relay (relay_*.c) shares
  * src/relay.h only. */
 
+/* http.c, with http_orders.c, http_pool.c, http_wake.c, http_guard.c
+ * (their shared declarations are in http.h). */
 int		 http_worker_main(struct conf *, int listen_fd, int index);
 int		 relay_main(struct conf *, int index);
 int		 consumer_main(struct conf *, int index);

@@ -2,11 +2,11 @@
  * retention.c - deletes sent outbox rows older than relay.retention.
  *
  * Runs inside relay 1 of each instance, on a PostgreSQL connection of its
- * own.  It used to share the relay's connection, where a mark owed during
- * a delete had to wait for it: a delete suddenly slower than the last one
- * (a server under an I/O storm) pushed marks past their rows' lease, and
- * another relay published those rows again.  On its own connection a
- * delete holds up nothing but itself.
+ * own.  On the relay's connection a mark owed during a delete would wait
+ * for it: a delete suddenly slower than the last one (a server under an
+ * I/O storm) would push marks past their rows' lease, and another relay
+ * would publish those rows again.  On its own connection a delete holds
+ * up nothing but itself.
  *
  * Rows go in small batches (RETENTION_BATCH, oldest sent first, up to
  * RETENTION_ROUNDS statements a pass), so no statement holds many row
@@ -38,11 +38,9 @@ struct retention {
 	struct event_base	*base;
 	PGconn			*conn;
 	struct event		*timer;		/* the next pass */
-	struct event		*conn_ev;	/* the connect's progress, then
-						   a delete's answer */
+	struct db_connecting	*connecting;	/* the connect under way */
+	struct event		*conn_ev;	/* a delete's answer */
 	PGresult		*res;		/* ... its result, once read */
-	int			 connecting;	/* PQconnectPoll under way */
-	int64_t			 deadline_us;	/* ... until then (monotonic) */
 	int			 passing;	/* a pass is under way */
 	int			 busy;		/* a delete is in flight */
 	int			 rounds;	/* statements this pass */
@@ -57,6 +55,8 @@ static void	retention_end(struct retention *, int);
 static void
 retention_close(struct retention *rt)
 {
+	db_connecting_cancel(rt->connecting);
+	rt->connecting = NULL;
 	if (rt->conn_ev != NULL) {
 		event_free(rt->conn_ev);
 		rt->conn_ev = NULL;
@@ -66,7 +66,6 @@ retention_close(struct retention *rt)
 	if (rt->conn != NULL)
 		PQfinish(rt->conn);
 	rt->conn = NULL;
-	rt->connecting = 0;
 	rt->busy = 0;
 }
 
@@ -195,79 +194,44 @@ retention_connect_failed(struct retention *rt, const char *why)
 	retention_end(rt, 0);
 }
 
+/* db_connecting_start()'s answer: start the pass that waited for it. */
 static void
-retention_connect_poll(evutil_socket_t fd, short what, void *arg)
+retention_connected(PGconn *conn, int timed_out, const char *err, void *arg)
 {
-	struct retention		*rt = arg;
-	PostgresPollingStatusType	 st;
-	struct timeval			 tv;
-	int64_t				 left;
+	struct retention	*rt = arg;
 
-	(void)fd;
-	if (what & EV_TIMEOUT) {
-		retention_connect_failed(rt, "timed out");
+	rt->connecting = NULL;
+	if (conn == NULL) {
+		retention_connect_failed(rt, timed_out ? "timed out" : err);
 		return;
 	}
-	switch ((st = PQconnectPoll(rt->conn))) {
-	case PGRES_POLLING_OK:
-		rt->connecting = 0;
-		rt->connect_failed = 0;
-		db_log_notices(rt->conn);
-		event_free(rt->conn_ev);
-		if ((rt->conn_ev = event_new(rt->base, PQsocket(rt->conn),
-		    EV_READ | EV_PERSIST, retention_on_conn, rt)) == NULL ||
-		    event_add(rt->conn_ev, NULL) == -1)
-			fatalx("event_add");
-		if (rt->passing && !rt->stopping)
-			retention_send(rt);
-		return;
-	case PGRES_POLLING_READING:
-	case PGRES_POLLING_WRITING:
-		/* libpq may change sockets while it tries addresses */
-		if ((left = rt->deadline_us - clock_mono_us()) <= 0) {
-			retention_connect_failed(rt, "timed out");
-			return;
-		}
-		tv.tv_sec = left / 1000000;
-		tv.tv_usec = left % 1000000;
-		event_free(rt->conn_ev);
-		if ((rt->conn_ev = event_new(rt->base, PQsocket(rt->conn),
-		    st == PGRES_POLLING_READING ? EV_READ : EV_WRITE,
-		    retention_connect_poll, rt)) == NULL ||
-		    event_add(rt->conn_ev, &tv) == -1)
-			fatalx("event_add");
-		return;
-	default:
-		retention_connect_failed(rt, PQerrorMessage(rt->conn));
-		return;
-	}
+	rt->conn = conn;
+	rt->connect_failed = 0;
+	db_log_notices(rt->conn);
+	if ((rt->conn_ev = event_new(rt->base, PQsocket(rt->conn),
+	    EV_READ | EV_PERSIST, retention_on_conn, rt)) == NULL ||
+	    event_add(rt->conn_ev, NULL) == -1)
+		fatalx("event_add");
+	if (rt->passing && !rt->stopping)
+		retention_send(rt);
 }
 
 /*
- * Open the connection without blocking relay 1's loop (PQconnectStartParams,
- * PQconnectPoll), within RETENTION_CONNECT_MS; the pass starts once it is
- * up.  A blocking connect to a server that accepted but did not answer
- * held relay 1's claims and marks for connect_timeout (10 s): rows at the
- * sink timed out and went out twice.
+ * Open the connection without blocking relay 1's loop
+ * (db_connecting_start()), within RETENTION_CONNECT_MS; the pass starts
+ * once it is up.  A blocking connect to a server that accepts but does
+ * not answer would hold relay 1's claims and marks for connect_timeout
+ * (10 s): rows at the sink would time out and go out twice.
  */
 static void
 retention_connect(struct retention *rt)
 {
-	struct timeval	tv = { RETENTION_CONNECT_MS / 1000,
-			    (RETENTION_CONNECT_MS % 1000) * 1000 };
+	char	err[512];
 
-	rt->conn = db_connect_start(rt->conf->database, "retention");
-	if (rt->conn == NULL || PQstatus(rt->conn) == CONNECTION_BAD) {
-		retention_connect_failed(rt, rt->conn != NULL ?
-		    PQerrorMessage(rt->conn) : "out of memory");
-		return;
-	}
-	rt->connecting = 1;
-	rt->deadline_us = clock_mono_us() + RETENTION_CONNECT_MS * 1000LL;
-	if ((rt->conn_ev = event_new(rt->base, PQsocket(rt->conn), EV_WRITE,
-	    retention_connect_poll, rt)) == NULL ||
-	    event_add(rt->conn_ev, &tv) == -1)
-		fatalx("event_add");
+	if ((rt->connecting = db_connecting_start(rt->base,
+	    rt->conf->database, "retention", RETENTION_CONNECT_MS,
+	    retention_connected, rt, err, sizeof(err))) == NULL)
+		retention_connect_failed(rt, err);
 }
 
 static void
@@ -280,9 +244,11 @@ retention_on_timer(evutil_socket_t fd, short what, void *arg)
 	rt->passing = 1;
 	rt->rounds = 0;
 	rt->total = 0;
+	if (rt->connecting != NULL)
+		return;			/* the pass starts once connected */
 	if (rt->conn == NULL)
 		retention_connect(rt);	/* the pass goes on from there */
-	else if (!rt->connecting)
+	else
 		retention_send(rt);
 }
 

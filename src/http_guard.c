@@ -1,0 +1,442 @@
+/*
+ * http_guard.c - the per-connection guard of the HTTP worker: cutting a
+ * request that trickles in too slowly, lingering after a refusal, and
+ * answering in JSON where evhttp would send an HTML error page.
+ *
+ * evhttp's own limits apply (evhttp_set_max_body_size, _headers_size);
+ * evhttp 2.1 answers them with an HTML page and gives a server no hook
+ * to replace it (evhttp_set_errorcb only exists from 2.2).  So each
+ * connection's bufferevent is made here (evhttp_set_bevcb): a callback on
+ * its output buffer sees evhttp start an error page of its own and has it
+ * replaced by the same status with a JSON body, and one on its input
+ * buffer cuts a request that trickles in for too long.  Taking a
+ * connection over from evhttp while it may still hold unparsed pipelined
+ * requests crashes it, so that is only done for a request that is late.
+ *
+ * Pages replaced: bad request line, unknown method, Expect other than
+ * 100-continue, body or headers over the limits (413).
+ */
+#include "config.h"
+
+#include <sys/types.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "outboxd.h"
+#include "http.h"
+
+#define HTTP_REQUEST_TIMEOUT_S	30	/* one request, first byte to last */
+#define HTTP_LINGER_MS		2000	/* reading after a refusal */
+
+/* One accepted connection as the guard sees it. */
+struct http_conn {
+	struct http_worker		*w;
+	struct bufferevent		*bev;
+	struct evhttp_connection	*evcon;
+	struct evbuffer_cb_entry	*in_cb;
+	struct evbuffer_cb_entry	*out_cb;
+	size_t				 pending;	/* bytes not answered */
+	time_t				 started;	/* first of them, s */
+	int				 refusing;
+	int				 eof;
+	struct timespec			 linger_until;
+	struct event			*fix_ev;	/* swaps error pages */
+	size_t				 fix_from;	/* where it starts */
+	int				 fixing;
+	int				 busy;		/* requests in our hands */
+	TAILQ_ENTRY(http_conn)		 entry;
+};
+
+/* One worker per process: the bufferevent hook has no argument of its own
+ * that outlives the accept. */
+static struct http_worker	*http_self;
+
+/* Monotonic seconds, for idle timeouts. */
+static time_t
+http_now(void)
+{
+	return (time_t)(clock_mono_us() / 1000000);
+}
+
+/*
+ * The guarded connection a request came on, or NULL (the client left).
+ * A linear search: a worker holds few connections that send requests.
+ */
+static struct http_conn *
+http_conn_of(struct http_worker *w, struct evhttp_request *req)
+{
+	struct evhttp_connection	*evcon;
+	struct http_conn		*c;
+
+	if ((evcon = evhttp_request_get_connection(req)) == NULL)
+		return NULL;
+	TAILQ_FOREACH(c, &w->conns, entry)
+		if (c->evcon == evcon)
+			return c;
+	return NULL;
+}
+
+/* evhttp is done with the connection (or we are): forget it. */
+static void
+http_conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+	struct http_conn	*c = arg;
+
+	(void)evcon;
+	if (c->fix_ev != NULL)
+		event_free(c->fix_ev);
+	evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->in_cb);
+	evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
+	TAILQ_REMOVE(&c->w->conns, c, entry);
+	free(c);
+}
+
+/* Hand the connection back to evhttp to be freed; c goes with it. */
+static void
+http_conn_finish(struct http_conn *c)
+{
+	evhttp_connection_free(c->evcon);
+}
+
+static int
+http_conn_linger_over(const struct http_conn *c)
+{
+	struct timespec	now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > c->linger_until.tv_sec ||
+	    (now.tv_sec == c->linger_until.tv_sec &&
+	    now.tv_nsec >= c->linger_until.tv_nsec);
+}
+
+static void
+http_conn_linger_read(struct bufferevent *bev, void *arg)
+{
+	struct http_conn	*c = arg;
+	struct evbuffer		*in = bufferevent_get_input(bev);
+
+	evbuffer_drain(in, evbuffer_get_length(in));
+	if (http_conn_linger_over(c))
+		http_conn_finish(c);
+}
+
+/* The refusal is written: say so with a FIN, keep reading till the
+ * client closes. */
+static void
+http_conn_linger_write(struct bufferevent *bev, void *arg)
+{
+	struct http_conn	*c = arg;
+
+	if (c->eof) {
+		http_conn_finish(c);
+		return;
+	}
+	(void)shutdown(bufferevent_getfd(bev), SHUT_WR);
+}
+
+static void
+http_conn_linger_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct http_conn	*c = arg;
+
+	if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) &&
+	    evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+		c->eof = 1;	/* still writing the answer */
+		return;
+	}
+	http_conn_finish(c);
+}
+
+/*
+ * Take the connection from evhttp and answer it ourselves: the request is
+ * too large or too slow and evhttp's answer would be HTML.  evhttp has not
+ * shown this request to the handler (reading stops while a handler owns
+ * one), so nobody else holds it.
+ */
+static void
+http_conn_refuse(struct http_conn *c, int status, const char *reason,
+    const char *code, const char *message)
+{
+	struct evbuffer	*in = bufferevent_get_input(c->bev);
+	struct evbuffer	*out = bufferevent_get_output(c->bev);
+	struct timeval	 tv = clock_tv(HTTP_LINGER_MS);
+	char		*body;
+
+	log_debug("refused a request: %s", code);
+	c->refusing = 1;
+	bufferevent_setcb(c->bev, http_conn_linger_read,
+	    http_conn_linger_write, http_conn_linger_event, c);
+	evbuffer_drain(in, evbuffer_get_length(in));
+	body = order_error_json(code, message);
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n"
+	    "Content-Type: application/json\r\n"
+	    "Content-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n%s", status, reason,
+	    body != NULL ? strlen(body) : 0, body != NULL ? body : "");
+	free(body);
+	clock_gettime(CLOCK_MONOTONIC, &c->linger_until);
+	c->linger_until.tv_sec += HTTP_LINGER_MS / 1000;
+	c->linger_until.tv_nsec += (HTTP_LINGER_MS % 1000) * 1000000L;
+	if (c->linger_until.tv_nsec >= 1000000000L) {
+		c->linger_until.tv_sec++;
+		c->linger_until.tv_nsec -= 1000000000L;
+	}
+	bufferevent_set_timeouts(c->bev, &tv, &tv);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+/* n more bytes of the request being received arrived. */
+static void
+http_conn_count(struct http_conn *c, size_t n)
+{
+	time_t			 now = http_now();
+
+	if (c->pending == 0)
+		c->started = now;
+	c->pending += n;
+	/*
+	 * The input may hold pipelined requests that evhttp has not parsed
+	 * yet, and taking the connection over from evhttp then crashes it
+	 * (a deferred read still pending): sizes are left to evhttp's own
+	 * limits (evhttp_set_max_body_size/_headers_size), whose HTML pages
+	 * http_conn_fix() turns into JSON.  Only a request that trickles in
+	 * for too long, with nothing of ours in flight, is cut here.
+	 */
+	if (c->busy == 0 && now - c->started > HTTP_REQUEST_TIMEOUT_S)
+		http_conn_refuse(c, 408, "Request Timeout",
+		    "request_timeout", "the request took too long to send");
+}
+
+static void
+http_conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct http_conn	*c = arg;
+
+	(void)buf;
+	if (!c->refusing && info->n_added > 0)
+		http_conn_count(c, info->n_added);
+}
+
+/* Code and message for a status evhttp answers on its own. */
+static void
+http_status_error(int status, const char **code, const char **message)
+{
+	switch (status) {
+	case 400:
+		*code = "bad_request";
+		*message = "the request is not valid HTTP";
+		return;
+	case 413:
+		*code = "body_too_large";
+		*message = NULL;	/* says the limit */
+		return;
+	case 417:
+		*code = "expectation_failed";
+		*message = "only Expect: 100-continue is supported";
+		return;
+	case 501:
+		*code = "not_implemented";
+		*message = "this HTTP method is not supported";
+		return;
+	}
+	*code = status < 500 ? "bad_request" : "internal_error";
+	*message = "the request could not be handled";
+}
+
+/*
+ * Runs right after evhttp has queued an error page of its own and before
+ * the loop writes a byte of it (the socket is written only when its write
+ * event fires): swap the page for {"error", "message"} with the same status
+ * line.  evhttp still closes the connection afterwards, as it asked.
+ */
+static void
+http_conn_fix(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_conn	*c = arg;
+	struct evbuffer		*out = bufferevent_get_output(c->bev);
+	struct evbuffer		*keep = NULL;
+	struct evbuffer_ptr	 at;
+	const char		*code, *message;
+	char			 line[128], msg[128], *eol, *body;
+	size_t			 len = evbuffer_get_length(out), n;
+	int			 status;
+
+	(void)fd;
+	(void)what;
+	if (c->refusing || c->fix_from >= len ||
+	    evbuffer_ptr_set(out, &at, c->fix_from, EVBUFFER_PTR_SET) == -1)
+		return;
+	n = evbuffer_copyout_from(out, &at, line, sizeof(line) - 1);
+	line[n == (size_t)-1 ? 0 : n] = '\0';
+	/* "HTTP/1.x NNN Reason\r\n" */
+	if ((eol = strstr(line, "\r\n")) == NULL || eol - line < 13)
+		return;
+	*eol = '\0';
+	status = atoi(line + 9);
+	http_status_error(status, &code, &message);
+	if (message == NULL) {
+		snprintf(msg, sizeof(msg), "request body is larger than %zu "
+		    "bytes", c->w->max_body);
+		message = msg;
+	}
+	if ((body = order_error_json(code, message)) == NULL)
+		return;
+	c->fixing = 1;
+	if (c->fix_from > 0 && ((keep = evbuffer_new()) == NULL ||
+	    evbuffer_remove_buffer(out, keep, c->fix_from) == -1)) {
+		if (keep != NULL)
+			evbuffer_free(keep);
+		c->fixing = 0;
+		free(body);
+		return;
+	}
+	evbuffer_drain(out, evbuffer_get_length(out));
+	evbuffer_add_printf(out, "%s\r\nContent-Type: application/json\r\n"
+	    "Content-Length: %zu\r\nConnection: close\r\n\r\n%s", line,
+	    strlen(body), body);
+	if (keep != NULL) {
+		evbuffer_prepend_buffer(out, keep);
+		evbuffer_free(keep);
+	}
+	c->fixing = 0;
+	free(body);
+	log_debug("answered an evhttp error page in JSON: %d", status);
+}
+
+/* An answer is being written, so the request before it is complete: what
+ * the input holds now is the start of the next one. */
+static void
+http_conn_output(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct http_conn	*c = arg;
+	struct evbuffer_ptr	 at;
+	char			 head[13];
+
+	if (c->refusing || c->fixing || info->n_added == 0)
+		return;
+	c->pending = evbuffer_get_length(bufferevent_get_input(c->bev));
+	if (c->pending > 0)
+		c->started = http_now();
+	/* Our answers go out inside http_reply(); anything else starting
+	 * with a status line is evhttp answering on its own: 100 Continue,
+	 * or an HTML error page to replace once it is complete. */
+	if (c->w->replying || c->fix_ev == NULL ||
+	    event_pending(c->fix_ev, EV_TIMEOUT, NULL) ||
+	    evbuffer_ptr_set(buf, &at, info->orig_size, EVBUFFER_PTR_SET) ==
+	    -1 || evbuffer_copyout_from(buf, &at, head, sizeof(head) - 1) !=
+	    sizeof(head) - 1)
+		return;
+	head[sizeof(head) - 1] = '\0';
+	if (strncmp(head, "HTTP/1.", 7) != 0 || head[9] < '4')
+		return;
+	c->fix_from = info->orig_size;
+	event_active(c->fix_ev, EV_TIMEOUT, 1);
+}
+
+/*
+ * First bytes on a new connection.  evhttp has set its callbacks on the
+ * bufferevent by now, with the connection as their argument (libevent 2.1
+ * http.c, evhttp_start_read_): that gives the connection whose close
+ * callback frees the guard.  Connections that never send a byte cost
+ * nothing.
+ */
+static void
+http_conn_first(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct bufferevent	*bev = arg;
+	struct http_conn	*c;
+	bufferevent_data_cb	 rcb, wcb;
+	bufferevent_event_cb	 ecb;
+	void			*cbarg;
+
+	if (info->n_added == 0)
+		return;
+	bufferevent_getcb(bev, &rcb, &wcb, &ecb, &cbarg);
+	if (cbarg == NULL || evhttp_connection_get_bufferevent(cbarg) != bev)
+		return;
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return;		/* try again with the next bytes */
+	c->w = http_self;
+	c->bev = bev;
+	c->evcon = cbarg;
+	c->fix_ev = event_new(c->w->base, -1, 0, http_conn_fix, c);
+	c->in_cb = evbuffer_add_cb(buf, http_conn_input, c);
+	c->out_cb = evbuffer_add_cb(bufferevent_get_output(bev),
+	    http_conn_output, c);
+	if (c->fix_ev == NULL || c->in_cb == NULL || c->out_cb == NULL) {
+		if (c->fix_ev != NULL)
+			event_free(c->fix_ev);
+		if (c->in_cb != NULL)
+			evbuffer_remove_cb_entry(buf, c->in_cb);
+		if (c->out_cb != NULL)
+			evbuffer_remove_cb_entry(bufferevent_get_output(bev),
+			    c->out_cb);
+		free(c);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&c->w->conns, c, entry);
+	evhttp_connection_set_closecb(c->evcon, http_conn_closed, c);
+	evbuffer_remove_cb(buf, http_conn_first, bev);
+	http_conn_count(c, info->n_added);
+}
+
+/* evhttp_set_bevcb: the bufferevent of each accepted connection. */
+static struct bufferevent *
+http_conn_new(struct event_base *base, void *arg)
+{
+	struct bufferevent	*bev;
+
+	(void)arg;
+	if ((bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE)) ==
+	    NULL)
+		return NULL;
+	if (evbuffer_add_cb(bufferevent_get_input(bev), http_conn_first,
+	    bev) == NULL) {
+		bufferevent_free(bev);
+		return NULL;
+	}
+	return bev;
+}
+
+void
+http_guard_attach(struct http_worker *w)
+{
+	http_self = w;
+	evhttp_set_bevcb(w->http, http_conn_new, NULL);
+}
+
+void
+http_guard_request_start(struct http_worker *w, struct evhttp_request *req)
+{
+	struct http_conn	*c;
+
+	if ((c = http_conn_of(w, req)) != NULL) {
+		/* What the input holds now is the next request's. */
+		c->busy++;
+		c->pending = evbuffer_get_length(bufferevent_get_input(
+		    c->bev));
+		c->started = http_now();
+	}
+}
+
+void
+http_guard_request_end(struct http_worker *w, struct evhttp_request *req)
+{
+	struct http_conn	*c;
+
+	if ((c = http_conn_of(w, req)) != NULL && c->busy > 0)
+		c->busy--;
+}
