@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 struct aws_ctx {
 	aws_cb		*cb;

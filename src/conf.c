@@ -18,6 +18,7 @@
 #include <confuse.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 #define CONF_ERR_MAX	512
 

@@ -27,6 +27,7 @@
 #include <cjson/cJSON.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 #define CONSUMER_BACKOFF_MIN	100L	/* ms */
 #define CONSUMER_BACKOFF_MAX	5000L	/* ms */

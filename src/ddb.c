@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 /* Largest integer a double (cJSON's number) holds exactly: 2^53 - 1. */
 #define DDB_MAX_SAFE_INT	9007199254740991.0

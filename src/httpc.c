@@ -25,6 +25,7 @@
 #include <event2/event.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 #define HTTPC_MAX_BODY		(64 * 1024 * 1024)	/* bytes */
 #define HTTPC_CONNECT_TIMEOUT	10000L			/* ms */

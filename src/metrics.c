@@ -40,6 +40,7 @@
 #include <libpq-fe.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 #define METRICS_MAX_BUCKETS	18
 #define METRICS_ERROR_MAX	200

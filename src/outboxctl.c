@@ -28,6 +28,7 @@
 #include <cjson/cJSON.h>
 
 #include "outboxd.h"
+#include "broker.h"
 #include "outboxctl.h"
 
 #define CTL_TIMEOUT		10000L		/* ms per AWS request */

@@ -21,6 +21,7 @@
 #include <libpq-fe.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 #define RELAY_MAX_INFLIGHT	320	/* rows claimed, not yet recorded */
 #define RELAY_LOW_WATER		(RELAY_MAX_INFLIGHT / 2) /* claim again */

@@ -33,6 +33,7 @@
 #include <openssl/hmac.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 #define WEBHOOK_SECRET_PREFIX	"whsec_"
 #define WEBHOOK_KEY_MAX		256	/* bytes of a decoded whsec_ key */

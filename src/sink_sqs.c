@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 #define SQS_MAX_BATCH		10	/* entries per SendMessageBatch */
 /* SQS counts the EventType attribute's name, type and value toward a

@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 /* FIFO message groups need some id; used when a row has no key. */
 #define SQS_DEFAULT_GROUP	"outbox"

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 #define STD_URL		"http://127.0.0.1:9324/000000000000/orders"
 #define FIFO_URL	"http://127.0.0.1:9324/000000000000/orders.fifo"

@@ -19,6 +19,7 @@
 #include <libpq-fe.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 /* The value of the sample line that starts with prefix, or -1. */
 static double

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "outboxd.h"
+#include "broker.h"
 
 /* https://github.com/standard-webhooks/standard-webhooks (spec and the
  * reference libraries' tests) */
