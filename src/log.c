@@ -358,16 +358,23 @@ log_limit_pass(struct log_limit *rl, char *suffix, size_t len)
 	return 1;
 }
 
+static void
+log_vlimited(struct log_limit *rl, int level, const char *const *kv,
+    const char *fmt, va_list ap)
+{
+	char	suffix[64];
+
+	if (level >= log_level && log_limit_pass(rl, suffix, sizeof(suffix)))
+		log_vwrite_kv(level, 0, kv, suffix, fmt, ap);
+}
+
 void
 log_limited(struct log_limit *rl, int level, const char *fmt, ...)
 {
 	va_list	ap;
-	char	suffix[64];
 
-	if (level < log_level || !log_limit_pass(rl, suffix, sizeof(suffix)))
-		return;
 	va_start(ap, fmt);
-	log_vwrite_kv(level, 0, NULL, suffix, fmt, ap);
+	log_vlimited(rl, level, NULL, fmt, ap);
 	va_end(ap);
 }
 
@@ -376,12 +383,9 @@ log_limited_kv(struct log_limit *rl, int level, const char *const *kv,
     const char *fmt, ...)
 {
 	va_list	ap;
-	char	suffix[64];
 
-	if (level < log_level || !log_limit_pass(rl, suffix, sizeof(suffix)))
-		return;
 	va_start(ap, fmt);
-	log_vwrite_kv(level, 0, kv, suffix, fmt, ap);
+	log_vlimited(rl, level, kv, fmt, ap);
 	va_end(ap);
 }
 
