@@ -6,21 +6,28 @@
  * the parse), and copied into a plain struct conf that the rest of the
  * program reads.  -t, start-up and reload all go through conf_load(), so
  * they report the same errors the same way.
+ *
+ * The file is read here, not by libconfuse: only a regular file of at most
+ * CONF_MAX_SIZE bytes without a NUL byte is handed to the parser, so a
+ * FIFO, a device or a huge file cannot block or exhaust the process.
  */
 #include "config.h"
 
+#include <sys/stat.h>
+
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <confuse.h>
 
 #include "outboxd.h"
 
 #define CONF_ERR_MAX	512
-
 /* Error text of the parse in progress; libconfuse reports through a
  * callback, and sections have no filename of their own. */
 static char		 conf_errbuf[CONF_ERR_MAX];
@@ -333,40 +340,129 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "dynamodb|endpoint_url", conf_v_url);
 }
 
+/* What a file that is not a regular file is, for the refusal. */
+static const char *
+conf_file_kind(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISFIFO(m))
+		return "a FIFO (named pipe)";
+	if (S_ISCHR(m))
+		return "a character device";
+	if (S_ISBLK(m))
+		return "a block device";
+	if (S_ISSOCK(m))
+		return "a socket";
+	return "of an unknown type";
+}
+
 /*
- * Read the file and blank out its comments ("#" and "//" to the end of
- * the line, and C-style blocks), keeping every newline.  libconfuse 3.3
- * counts each comment line more than once, so error line numbers in a
- * commented file pointed past the fault; with the comments gone its
- * count is right.  Returns a NUL-terminated malloc'd buffer, or NULL with
- * errno set.
+ * Read the whole file into memory: a regular file of at most CONF_MAX_SIZE
+ * bytes.  Anything else is refused before it is opened (opening a FIFO
+ * waits for a writer, opening a device can do things), and checked again
+ * once it is, with O_NONBLOCK so a FIFO swapped in meanwhile cannot block
+ * the open.  The read is bounded even when st_size says nothing (/proc).
+ * Returns a NUL-terminated malloc'd buffer with its length (which may
+ * hold NUL bytes) in *lenp and the file's mode in *modep, or NULL with
+ * "FILE: reason" in err.
  */
 static char *
-conf_read_clean(const char *path)
+conf_read(const char *path, size_t *lenp, mode_t *modep, char *err,
+    size_t errlen)
 {
-	FILE	*fp;
-	char	*buf = NULL, *p;
-	size_t	 len = 0, cap = 0;
-	int	 c, quote = 0;
+	struct stat	 st;
+	char		*buf = NULL, *p;
+	size_t		 len = 0, cap;
+	ssize_t		 n;
+	int		 fd = -1, serrno;
 
-	if ((fp = fopen(path, "r")) == NULL)
-		return NULL;
-	while ((c = getc(fp)) != EOF) {
-		if (len + 2 > cap) {
-			cap = cap ? cap * 2 : 4096;
-			if ((p = realloc(buf, cap)) == NULL) {
-				free(buf);
-				fclose(fp);
-				return NULL;
-			}
+	if (stat(path, &st) == -1)
+		goto fail_errno;
+	if (!S_ISREG(st.st_mode))
+		goto not_regular;
+	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
+	    O_NOCTTY)) == -1 || fstat(fd, &st) == -1)
+		goto fail_errno;
+	if (!S_ISREG(st.st_mode))
+		goto not_regular;
+	if (st.st_size > CONF_MAX_SIZE)
+		goto too_large;
+	cap = st.st_size < 4096 ? 4096 : (size_t)st.st_size + 1;
+	if ((buf = malloc(cap + 1)) == NULL)
+		goto fail_errno;
+	for (;;) {
+		if (len == cap) {
+			if (len > CONF_MAX_SIZE)
+				goto too_large;
+			cap = cap * 2 > CONF_MAX_SIZE + 1 ? CONF_MAX_SIZE + 1 :
+			    cap * 2;
+			if ((p = realloc(buf, cap + 1)) == NULL)
+				goto fail_errno;
 			buf = p;
 		}
-		buf[len++] = c;
+		if ((n = read(fd, buf + len, cap - len)) == -1) {
+			if (errno == EINTR)
+				continue;
+			goto fail_errno;
+		}
+		if (n == 0)
+			break;
+		len += n;
 	}
-	fclose(fp);
-	if (buf == NULL && (buf = malloc(1)) == NULL)
-		return NULL;
+	if (len > CONF_MAX_SIZE)
+		goto too_large;
+	close(fd);
 	buf[len] = '\0';
+	*lenp = len;
+	*modep = st.st_mode;
+	return buf;
+
+fail_errno:
+	serrno = errno;
+	snprintf(err, errlen, "%s: %s", path, strerror(serrno));
+	goto fail;
+not_regular:
+	snprintf(err, errlen, "%s: is %s, not a regular file", path,
+	    conf_file_kind(st.st_mode));
+	goto fail;
+too_large:
+	snprintf(err, errlen, "%s: is larger than %d bytes (1 MiB), the most "
+	    "a configuration file may hold", path, CONF_MAX_SIZE);
+fail:
+	if (fd != -1)
+		close(fd);
+	free(buf);
+	return NULL;
+}
+
+/* The line of the first NUL byte in buf[0..len), or 0 if there is none.
+ * libconfuse would take it for the end of the file. */
+static int
+conf_find_nul(const char *buf, size_t len)
+{
+	const char	*z = memchr(buf, '\0', len), *p;
+	int		 line = 1;
+
+	if (z == NULL)
+		return 0;
+	for (p = buf; p < z; p++)
+		if (*p == '\n')
+			line++;
+	return line;
+}
+
+/*
+ * Blank out the comments of buf ("#" and "//" to the end of the line, and
+ * C-style blocks), keeping every newline.  libconfuse 3.3 counts each
+ * comment line more than once, so error line numbers in a commented file
+ * pointed past the fault; with the comments gone its count is right.
+ */
+static void
+conf_strip_comments(char *buf)
+{
+	char	*p;
+	int	 quote = 0;
 
 	for (p = buf; *p != '\0'; p++) {
 		if (quote) {
@@ -391,7 +487,6 @@ conf_read_clean(const char *path)
 			p++;
 		}
 	}
-	return buf;
 }
 
 /*
@@ -662,11 +757,23 @@ conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 	struct conf	*c;
 	cfg_t		*cfg;
 	char		*buf;
+	size_t		 len;
+	mode_t		 mode;
 	int		 rv, line;
 
 	*out = NULL;
+	if ((buf = conf_read(path, &len, &mode, err, errlen)) == NULL)
+		return -1;
+	if ((line = conf_find_nul(buf, len)) > 0) {
+		snprintf(err, errlen, "%s:%d: the file holds a NUL byte (a "
+		    "configuration file is text)", path, line);
+		free(buf);
+		return -1;
+	}
+	conf_strip_comments(buf);
 	if ((cfg = cfg_init(top_opts, CFGF_NONE)) == NULL) {
 		snprintf(err, errlen, "%s: out of memory", path);
+		free(buf);
 		return -1;
 	}
 	cfg_set_error_function(cfg, conf_errfunc);
@@ -674,11 +781,6 @@ conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 	conf_errbuf[0] = '\0';
 	conf_errpath = path;
 
-	if ((buf = conf_read_clean(path)) == NULL) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		cfg_free(cfg);
-		return -1;
-	}
 	rv = cfg_parse_buf(cfg, buf);
 	if (rv != CFG_SUCCESS) {
 		if ((line = conf_find_open_quote(buf)) > 0)

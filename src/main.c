@@ -142,11 +142,11 @@ main(int argc, char **argv)
 
 	/* Hold the master's signals until its loop can handle them: one
 	 * that arrives during start-up is delivered then, not lost, and
-	 * cannot kill the process half-started. */
+	 * cannot kill the process half-started.  A reload request or a log
+	 * reopen is held from the start; a stop (TERM, INT, QUIT) only once
+	 * the configuration is read, so that -t and the first load end on
+	 * it, whatever the file does. */
 	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGQUIT);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR1);
 	sigaddset(&set, SIGCHLD);
@@ -183,6 +183,11 @@ main(int argc, char **argv)
 		conf_free(conf);
 		return 0;
 	}
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
 	log_set_level(conf->log_level);
 	log_set_format(conf->log_format);
 	if (conf->log_file != NULL && log_open(conf->log_file) == -1) {

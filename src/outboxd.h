@@ -61,6 +61,9 @@ struct pg_result;
 
 enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP };
 
+/* The most bytes a configuration file may hold (conf_load refuses more). */
+#define CONF_MAX_SIZE	(1024 * 1024)
+
 struct conf {
 	char		*path;			/* file this was read from */
 	char		*database;		/* libpq conninfo or URI */
@@ -139,6 +142,8 @@ struct conf {
  * return a new struct conf in *out (caller frees with conf_free).
  * On error returns -1 and writes "FILE:LINE: reason" (or "FILE: reason")
  * into err (errlen bytes).  Used by -t, start-up and reload alike.
+ * Only a regular file of at most CONF_MAX_SIZE bytes without NUL bytes is
+ * read, without blocking.
  */
 int		 conf_load(const char *path, struct conf **out, char *err,
 		    size_t errlen);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -251,6 +252,113 @@ test_missing_file(void **state)
 	assert_non_null(strstr(err, "No such file"));
 }
 
+/* Like write_conf, but len bytes of text, NUL bytes included. */
+static const char *
+write_conf_len(const char *text, size_t len)
+{
+	int	fd;
+
+	snprintf(path, sizeof(path), "%s", tmpl);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+/* conf_load(p) fails with an error that starts with "p:" (line > 0:
+ * "p:line:") and holds fragment. */
+static void
+expect_refused(const char *p, int line, const char *fragment)
+{
+	struct conf	*c = NULL;
+	char		 err[512], want[160];
+
+	clear_env();
+	assert_int_equal(conf_load(p, &c, err, sizeof(err)), -1);
+	assert_null(c);
+	if (line > 0)
+		snprintf(want, sizeof(want), "%s:%d: ", p, line);
+	else
+		snprintf(want, sizeof(want), "%s: ", p);
+	if (strncmp(err, want, strlen(want)) != 0)
+		fail_msg("error \"%s\" does not start with \"%s\"", err, want);
+	if (strstr(err, fragment) == NULL)
+		fail_msg("error \"%s\" lacks \"%s\"", err, fragment);
+}
+
+/* Only a regular file is read: the others are refused by kind, at once
+ * (a FIFO without a writer would block an open without O_NONBLOCK). */
+static void
+test_not_regular(void **state)
+{
+	char	dir[] = "/tmp/outboxd-conf-dir-XXXXXX", fifo[64];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	expect_refused(dir, 0, "is a directory, not a regular file");
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	expect_refused(fifo, 0, "is a FIFO (named pipe), not a regular file");
+	unlink(fifo);
+	rmdir(dir);
+	expect_refused("/dev/null", 0, "is a character device, not a "
+	    "regular file");
+	expect_refused("/dev/zero", 0, "is a character device");
+}
+
+/* CONF_MAX_SIZE bytes are read; one more is refused. */
+static void
+test_size_limit(void **state)
+{
+	static const char	 head[] = "database = \"x\"\n"
+				    "relay { workers = 0 }\n"
+				    "consumer { workers = 0 }\n";
+	struct conf		*c;
+	char			*text, err[512];
+
+	(void)state;
+	clear_env();
+	assert_non_null(text = malloc(CONF_MAX_SIZE + 1));
+	memset(text, ' ', CONF_MAX_SIZE + 1);
+	memcpy(text, head, sizeof(head) - 1);
+	assert_int_equal(conf_load(write_conf_len(text, CONF_MAX_SIZE), &c,
+	    err, sizeof(err)), 0);
+	unlink(path);
+	conf_free(c);
+	expect_refused(write_conf_len(text, CONF_MAX_SIZE + 1), 0,
+	    "is larger than 1048576 bytes (1 MiB)");
+	unlink(path);
+	free(text);
+}
+
+/* A NUL byte would end the file for libconfuse: it is an error, with its
+ * line, wherever it is. */
+static void
+test_nul_byte(void **state)
+{
+	static const char	mid[] = "database = \"x\"\n"
+				    "relay { workers = 0 }\n"
+				    "consumer { wor\0kers = 0 }\n"
+				    "bogus = 1\n";
+	static const char	comment[] = "database = \"x\"\n"
+				    "relay { workers = 0 }\n"
+				    "consumer { workers = 0 }\n"
+				    "#\0\n"
+				    "sqs { queue_url = \"http://h/0/q\" }\n";
+
+	(void)state;
+	expect_refused(write_conf_len(mid, sizeof(mid) - 1), 3,
+	    "the file holds a NUL byte");
+	unlink(path);
+	expect_refused(write_conf_len(comment, sizeof(comment) - 1), 4,
+	    "the file holds a NUL byte");
+	unlink(path);
+	expect_refused(write_conf_len("\0", 1), 1, "NUL byte");
+	unlink(path);
+}
+
+
 /* Relay and consumer counts of 0 need no AWS settings at all. */
 /* The shortest lease the timeout allows is accepted. */
 static void
@@ -303,6 +411,9 @@ main(void)
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_lease_twice_timeout),
 		cmocka_unit_test(test_http_only),
+		cmocka_unit_test(test_not_regular),
+		cmocka_unit_test(test_size_limit),
+		cmocka_unit_test(test_nul_byte),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
