@@ -179,6 +179,9 @@ main(int argc, char **argv)
 		return OUTBOXD_EX_CONFIG;
 	}
 	if (test) {
+		if (conf->mode_warning != NULL)
+			fprintf(stderr, "outboxd: warning: %s\n",
+			    conf->mode_warning);
 		printf("outboxd: %s: configuration OK\n", path);
 		conf_free(conf);
 		return 0;
@@ -194,6 +197,8 @@ main(int argc, char **argv)
 		log_warn("log_file %s", conf->log_file);
 		return OUTBOXD_EX_CONFIG;
 	}
+	if (conf->mode_warning != NULL)
+		log_warnx("%s", conf->mode_warning);
 	if (main_check_database(conf) == -1)
 		return OUTBOXD_EX_CONFIG;
 	if (conf->http.workers > 0 &&

@@ -66,6 +66,10 @@ enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP };
 
 struct conf {
 	char		*path;			/* file this was read from */
+	char		*mode_warning;		/* "FILE: mode 0644 lets every
+						   user read ..." when a file
+						   others can read holds a
+						   secret; NULL = none */
 	char		*database;		/* libpq conninfo or URI */
 	long		 shutdown_timeout;	/* ms */
 	char		*pidfile;		/* NULL = none */
@@ -143,7 +147,9 @@ struct conf {
  * On error returns -1 and writes "FILE:LINE: reason" (or "FILE: reason")
  * into err (errlen bytes).  Used by -t, start-up and reload alike.
  * Only a regular file of at most CONF_MAX_SIZE bytes without NUL bytes is
- * read, without blocking.
+ * read, without blocking; an error never shows the value of a secret key
+ * (aws.secret_access_key, aws.session_token, webhook.secret, admin.token,
+ * database).
  */
 int		 conf_load(const char *path, struct conf **out, char *err,
 		    size_t errlen);

@@ -358,6 +358,115 @@ test_nul_byte(void **state)
 	unlink(path);
 }
 
+/* An error on a line that sets a secret never shows the line's text. */
+static void
+expect_no_secret(const char *text, int line, const char *key,
+    const char *secret)
+{
+	char	frag[128], err[512];
+	struct conf	*c = NULL;
+
+	snprintf(frag, sizeof(frag), "the value of %s is malformed", key);
+	expect_error(text, line, frag);
+	clear_env();
+	assert_int_equal(conf_load(write_conf(text), &c, err, sizeof(err)),
+	    -1);
+	unlink(path);
+	if (strstr(err, secret) != NULL)
+		fail_msg("error \"%s\" shows \"%s\"", err, secret);
+}
+
+static void
+test_secret_not_in_errors(void **state)
+{
+	(void)state;
+	expect_no_secret("database = \"x\"\naws {\n"
+	    "  secret_access_key = AWS/SECRET+X\n}\n", 3,
+	    "aws.secret_access_key", "SECRET");
+	expect_no_secret("database = \"x\"\naws {\n"
+	    "  secret_access_key = AWS/SECRET+X\n}\n", 3,
+	    "aws.secret_access_key", "X'");
+	expect_no_secret("database = \"x\"\naws { session_token = "
+	    "TOKPART1 TOKPART2 }\n", 2, "aws.session_token", "TOKPART");
+	expect_no_secret("database = \"x\"\nwebhook {\n secret =\n"
+	    "  whsec_abc def\n}\n", 4, "webhook.secret", "def");
+	expect_no_secret("database = \"x\"\nadmin { token = "
+	    "0123456789abcdef = 5 }\n", 2, "admin.token", "0123456789");
+	expect_no_secret("database = host=h password=hunter22 dbname=d\n",
+	    1, "database", "hunter22");
+	/* a key elsewhere keeps its usual message */
+	expect_error("database = \"x\"\naws { secret_access_key = \"s\" }\n"
+	    "bogus = 1\n", 3, "no such option 'bogus'");
+}
+
+/* A file every user can read gets a warning when it holds a secret; the
+ * warning names the file, the mode and the keys, never a value. */
+static void
+expect_warning(const char *text, mode_t mode, const char *fragment)
+{
+	struct conf	*c;
+	char		 err[512], want[160];
+
+	clear_env();
+	write_conf(text);
+	assert_int_equal(chmod(path, mode), 0);
+	if (conf_load(path, &c, err, sizeof(err)) != 0)
+		fail_msg("conf_load: %s", err);
+	unlink(path);
+	if (fragment == NULL) {
+		if (c->mode_warning != NULL)
+			fail_msg("unexpected warning \"%s\"", c->mode_warning);
+		conf_free(c);
+		return;
+	}
+	assert_non_null(c->mode_warning);
+	snprintf(want, sizeof(want), "%s: mode %04o lets every user read",
+	    path, (unsigned)mode);
+	if (strncmp(c->mode_warning, want, strlen(want)) != 0)
+		fail_msg("warning \"%s\" does not start with \"%s\"",
+		    c->mode_warning, want);
+	if (strstr(c->mode_warning, fragment) == NULL)
+		fail_msg("warning \"%s\" lacks \"%s\"", c->mode_warning,
+		    fragment);
+	if (strstr(c->mode_warning, "SeCrEt") != NULL)
+		fail_msg("warning \"%s\" shows a secret", c->mode_warning);
+	conf_free(c);
+}
+
+#define NOAWS	"relay { workers = 0 }\nconsumer { workers = 0 }\n"
+
+static void
+test_mode_warning(void **state)
+{
+	(void)state;
+	expect_warning("database = \"x\"\n" NOAWS
+	    "admin { token = \"SeCrEt0123456789abcdef\" }\n", 0644,
+	    "(admin.token)");
+	expect_warning("database = \"x\"\n" NOAWS
+	    "admin { token = \"SeCrEt0123456789abcdef\" }\n", 0640, NULL);
+	expect_warning("database = \"x\"\n" NOAWS
+	    "admin { token = \"SeCrEt0123456789abcdef\" }\n", 0600, NULL);
+	expect_warning("database = \"x\"\n" NOAWS, 0644, NULL);
+	expect_warning("database = \"postgresql://u:SeCrEt@h/d\"\n" NOAWS,
+	    0644, "(a password in database)");
+	expect_warning("database = \"host=h password = SeCrEt\"\n" NOAWS,
+	    0604, "a password in database");
+	expect_warning("database = \"postgresql://u@h/d\"\n" NOAWS, 0644,
+	    NULL);
+	expect_warning("database = \"x\"\nrelay { sink = \"http\" }\n"
+	    "consumer { workers = 0 }\n"
+	    "webhook { url = \"http://h/\" secret = \"SeCrEt\" }\n"
+	    "aws { secret_access_key = \"SeCrEt\" session_token = \"SeCrEt\""
+	    " }\n", 0666, "(aws.secret_access_key, aws.session_token, "
+	    "webhook.secret)");
+	/* a secret kept in the environment is not in the file */
+	expect_warning("database = \"x\"\n" NOAWS
+	    "aws { secret_access_key = \"${OUTBOXD_TEST_UNSET}\" }\n", 0644,
+	    NULL);
+	/* commented out is not set */
+	expect_warning("database = \"x\"\n" NOAWS
+	    "# admin { token = \"SeCrEt0123456789abcdef\" }\n", 0644, NULL);
+}
 
 /* Relay and consumer counts of 0 need no AWS settings at all. */
 /* The shortest lease the timeout allows is accepted. */
@@ -414,6 +523,8 @@ main(void)
 		cmocka_unit_test(test_not_regular),
 		cmocka_unit_test(test_size_limit),
 		cmocka_unit_test(test_nul_byte),
+		cmocka_unit_test(test_secret_not_in_errors),
+		cmocka_unit_test(test_mode_warning),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
