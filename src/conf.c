@@ -28,7 +28,7 @@
 #include "outboxd.h"
 
 #define CONF_ERR_MAX	512
-#define CONF_SPANS_MAX	32	/* secret assignments remembered per file */
+#define CONF_SPANS_MAX	32	/* secret assignments noted per file */
 
 /*
  * Where the file sets a key whose value is a secret: the lines from the
@@ -51,7 +51,7 @@ static char		 conf_errbuf[CONF_ERR_MAX];
 static const char	*conf_errpath;
 static struct conf_span	 conf_spans[CONF_SPANS_MAX];
 static int		 conf_nspans;
-static int		 conf_spans_full;	/* more than CONF_SPANS_MAX */
+static int		 conf_spans_full;	/* > CONF_SPANS_MAX */
 
 /* The secret span holding line, or NULL. */
 static const struct conf_span *
@@ -978,9 +978,10 @@ conf_span_is_literal(const struct conf_span *sp)
 static char *
 conf_mode_warning(const char *path, mode_t mode)
 {
-	static const char *const	 keys[] = { "aws.secret_access_key",
-					    "aws.session_token", "webhook.secret",
-					    "admin.token" };
+	static const char *const	 keys[] = {
+		"aws.secret_access_key", "aws.session_token", "webhook.secret",
+		"admin.token"
+	};
 	char				 list[160] = "", *w;
 	int				 i, found[5] = { 0 };
 	size_t				 k;
@@ -1002,8 +1003,8 @@ conf_mode_warning(const char *path, mode_t mode)
 	}
 	for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
 		if (found[k])
-			snprintf(list + strlen(list), sizeof(list) - strlen(list),
-			    "%s%s", *list ? ", " : "", keys[k]);
+			snprintf(list + strlen(list), sizeof(list) -
+			    strlen(list), "%s%s", *list ? ", " : "", keys[k]);
 	if (found[4])
 		snprintf(list + strlen(list), sizeof(list) - strlen(list),
 		    "%s%s", *list ? ", " : "", "a password in database");

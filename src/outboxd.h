@@ -66,10 +66,10 @@ enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP };
 
 struct conf {
 	char		*path;			/* file this was read from */
-	char		*mode_warning;		/* "FILE: mode 0644 lets every
-						   user read ..." when a file
-						   others can read holds a
-						   secret; NULL = none */
+	char		*mode_warning;		/* every user may read the
+						   file, which holds a
+						   secret: the warning;
+						   NULL = none */
 	char		*database;		/* libpq conninfo or URI */
 	long		 shutdown_timeout;	/* ms */
 	char		*pidfile;		/* NULL = none */
