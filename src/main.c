@@ -142,11 +142,11 @@ main(int argc, char **argv)
 
 	/* Hold the master's signals until its loop can handle them: one
 	 * that arrives during start-up is delivered then, not lost, and
-	 * cannot kill the process half-started. */
+	 * cannot kill the process half-started.  A reload request or a log
+	 * reopen is held from the start; a stop (TERM, INT, QUIT) only once
+	 * the configuration is read, so that -t and the first load end on
+	 * it, whatever the file does. */
 	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGQUIT);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR1);
 	sigaddset(&set, SIGCHLD);
@@ -179,16 +179,26 @@ main(int argc, char **argv)
 		return OUTBOXD_EX_CONFIG;
 	}
 	if (test) {
+		if (conf->mode_warning != NULL)
+			fprintf(stderr, "outboxd: warning: %s\n",
+			    conf->mode_warning);
 		printf("outboxd: %s: configuration OK\n", path);
 		conf_free(conf);
 		return 0;
 	}
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
 	log_set_level(conf->log_level);
 	log_set_format(conf->log_format);
 	if (conf->log_file != NULL && log_open(conf->log_file) == -1) {
 		log_warn("log_file %s", conf->log_file);
 		return OUTBOXD_EX_CONFIG;
 	}
+	if (conf->mode_warning != NULL)
+		log_warnx("%s", conf->mode_warning);
 	if (main_check_database(conf) == -1)
 		return OUTBOXD_EX_CONFIG;
 	if (conf->http.workers > 0 &&

@@ -62,8 +62,15 @@ struct pg_result;
 
 enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP };
 
+/* The most bytes a configuration file may hold (conf_load refuses more). */
+#define CONF_MAX_SIZE	(1024 * 1024)
+
 struct conf {
 	char		*path;			/* file this was read from */
+	char		*mode_warning;		/* every user may read the
+						   file, which holds a
+						   secret: the warning;
+						   NULL = none */
 	char		*database;		/* libpq conninfo or URI */
 	long		 shutdown_timeout;	/* ms */
 	char		*pidfile;		/* NULL = none */
@@ -140,6 +147,10 @@ struct conf {
  * return a new struct conf in *out (caller frees with conf_free).
  * On error returns -1 and writes "FILE:LINE: reason" (or "FILE: reason")
  * into err (errlen bytes).  Used by -t, start-up and reload alike.
+ * Only a regular file of at most CONF_MAX_SIZE bytes without NUL bytes is
+ * read, without blocking; an error never shows the value of a secret key
+ * (aws.secret_access_key, aws.session_token, webhook.secret, admin.token,
+ * database).
  */
 int		 conf_load(const char *path, struct conf **out, char *err,
 		    size_t errlen);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -251,6 +252,222 @@ test_missing_file(void **state)
 	assert_non_null(strstr(err, "No such file"));
 }
 
+/* Like write_conf, but len bytes of text, NUL bytes included. */
+static const char *
+write_conf_len(const char *text, size_t len)
+{
+	int	fd;
+
+	snprintf(path, sizeof(path), "%s", tmpl);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	return path;
+}
+
+/* conf_load(p) fails with an error that starts with "p:" (line > 0:
+ * "p:line:") and holds fragment. */
+static void
+expect_refused(const char *p, int line, const char *fragment)
+{
+	struct conf	*c = NULL;
+	char		 err[512], want[160];
+
+	clear_env();
+	assert_int_equal(conf_load(p, &c, err, sizeof(err)), -1);
+	assert_null(c);
+	if (line > 0)
+		snprintf(want, sizeof(want), "%s:%d: ", p, line);
+	else
+		snprintf(want, sizeof(want), "%s: ", p);
+	if (strncmp(err, want, strlen(want)) != 0)
+		fail_msg("error \"%s\" does not start with \"%s\"", err, want);
+	if (strstr(err, fragment) == NULL)
+		fail_msg("error \"%s\" lacks \"%s\"", err, fragment);
+}
+
+/* Only a regular file is read: the others are refused by kind, at once
+ * (a FIFO without a writer would block an open without O_NONBLOCK). */
+static void
+test_not_regular(void **state)
+{
+	char	dir[] = "/tmp/outboxd-conf-dir-XXXXXX", fifo[64];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	expect_refused(dir, 0, "is a directory, not a regular file");
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	expect_refused(fifo, 0, "is a FIFO (named pipe), not a regular file");
+	unlink(fifo);
+	rmdir(dir);
+	expect_refused("/dev/null", 0, "is a character device, not a "
+	    "regular file");
+	expect_refused("/dev/zero", 0, "is a character device");
+}
+
+/* CONF_MAX_SIZE bytes are read; one more is refused. */
+static void
+test_size_limit(void **state)
+{
+	static const char	 head[] = "database = \"x\"\n"
+				    "relay { workers = 0 }\n"
+				    "consumer { workers = 0 }\n";
+	struct conf		*c;
+	char			*text, err[512];
+
+	(void)state;
+	clear_env();
+	assert_non_null(text = malloc(CONF_MAX_SIZE + 1));
+	memset(text, ' ', CONF_MAX_SIZE + 1);
+	memcpy(text, head, sizeof(head) - 1);
+	assert_int_equal(conf_load(write_conf_len(text, CONF_MAX_SIZE), &c,
+	    err, sizeof(err)), 0);
+	unlink(path);
+	conf_free(c);
+	expect_refused(write_conf_len(text, CONF_MAX_SIZE + 1), 0,
+	    "is larger than 1048576 bytes (1 MiB)");
+	unlink(path);
+	free(text);
+}
+
+/* A NUL byte would end the file for libconfuse: it is an error, with its
+ * line, wherever it is. */
+static void
+test_nul_byte(void **state)
+{
+	static const char	mid[] = "database = \"x\"\n"
+				    "relay { workers = 0 }\n"
+				    "consumer { wor\0kers = 0 }\n"
+				    "bogus = 1\n";
+	static const char	comment[] = "database = \"x\"\n"
+				    "relay { workers = 0 }\n"
+				    "consumer { workers = 0 }\n"
+				    "#\0\n"
+				    "sqs { queue_url = \"http://h/0/q\" }\n";
+
+	(void)state;
+	expect_refused(write_conf_len(mid, sizeof(mid) - 1), 3,
+	    "the file holds a NUL byte");
+	unlink(path);
+	expect_refused(write_conf_len(comment, sizeof(comment) - 1), 4,
+	    "the file holds a NUL byte");
+	unlink(path);
+	expect_refused(write_conf_len("\0", 1), 1, "NUL byte");
+	unlink(path);
+}
+
+/* An error on a line that sets a secret never shows the line's text. */
+static void
+expect_no_secret(const char *text, int line, const char *key,
+    const char *secret)
+{
+	char	frag[128], err[512];
+	struct conf	*c = NULL;
+
+	snprintf(frag, sizeof(frag), "the value of %s is malformed", key);
+	expect_error(text, line, frag);
+	clear_env();
+	assert_int_equal(conf_load(write_conf(text), &c, err, sizeof(err)),
+	    -1);
+	unlink(path);
+	if (strstr(err, secret) != NULL)
+		fail_msg("error \"%s\" shows \"%s\"", err, secret);
+}
+
+static void
+test_secret_not_in_errors(void **state)
+{
+	(void)state;
+	expect_no_secret("database = \"x\"\naws {\n"
+	    "  secret_access_key = AWS/SECRET+X\n}\n", 3,
+	    "aws.secret_access_key", "SECRET");
+	expect_no_secret("database = \"x\"\naws {\n"
+	    "  secret_access_key = AWS/SECRET+X\n}\n", 3,
+	    "aws.secret_access_key", "X'");
+	expect_no_secret("database = \"x\"\naws { session_token = "
+	    "TOKPART1 TOKPART2 }\n", 2, "aws.session_token", "TOKPART");
+	expect_no_secret("database = \"x\"\nwebhook {\n secret =\n"
+	    "  whsec_abc def\n}\n", 4, "webhook.secret", "def");
+	expect_no_secret("database = \"x\"\nadmin { token = "
+	    "0123456789abcdef = 5 }\n", 2, "admin.token", "0123456789");
+	expect_no_secret("database = host=h password=hunter22 dbname=d\n",
+	    1, "database", "hunter22");
+	/* a key elsewhere keeps its usual message */
+	expect_error("database = \"x\"\naws { secret_access_key = \"s\" }\n"
+	    "bogus = 1\n", 3, "no such option 'bogus'");
+}
+
+/* A file every user can read gets a warning when it holds a secret; the
+ * warning names the file, the mode and the keys, never a value. */
+static void
+expect_warning(const char *text, mode_t mode, const char *fragment)
+{
+	struct conf	*c;
+	char		 err[512], want[160];
+
+	clear_env();
+	write_conf(text);
+	assert_int_equal(chmod(path, mode), 0);
+	if (conf_load(path, &c, err, sizeof(err)) != 0)
+		fail_msg("conf_load: %s", err);
+	unlink(path);
+	if (fragment == NULL) {
+		if (c->mode_warning != NULL)
+			fail_msg("unexpected warning \"%s\"", c->mode_warning);
+		conf_free(c);
+		return;
+	}
+	assert_non_null(c->mode_warning);
+	snprintf(want, sizeof(want), "%s: mode %04o lets every user read",
+	    path, (unsigned)mode);
+	if (strncmp(c->mode_warning, want, strlen(want)) != 0)
+		fail_msg("warning \"%s\" does not start with \"%s\"",
+		    c->mode_warning, want);
+	if (strstr(c->mode_warning, fragment) == NULL)
+		fail_msg("warning \"%s\" lacks \"%s\"", c->mode_warning,
+		    fragment);
+	if (strstr(c->mode_warning, "SeCrEt") != NULL)
+		fail_msg("warning \"%s\" shows a secret", c->mode_warning);
+	conf_free(c);
+}
+
+#define NOAWS	"relay { workers = 0 }\nconsumer { workers = 0 }\n"
+
+static void
+test_mode_warning(void **state)
+{
+	(void)state;
+	expect_warning("database = \"x\"\n" NOAWS
+	    "admin { token = \"SeCrEt0123456789abcdef\" }\n", 0644,
+	    "(admin.token)");
+	expect_warning("database = \"x\"\n" NOAWS
+	    "admin { token = \"SeCrEt0123456789abcdef\" }\n", 0640, NULL);
+	expect_warning("database = \"x\"\n" NOAWS
+	    "admin { token = \"SeCrEt0123456789abcdef\" }\n", 0600, NULL);
+	expect_warning("database = \"x\"\n" NOAWS, 0644, NULL);
+	expect_warning("database = \"postgresql://u:SeCrEt@h/d\"\n" NOAWS,
+	    0644, "(a password in database)");
+	expect_warning("database = \"host=h password = SeCrEt\"\n" NOAWS,
+	    0604, "a password in database");
+	expect_warning("database = \"postgresql://u@h/d\"\n" NOAWS, 0644,
+	    NULL);
+	expect_warning("database = \"x\"\nrelay { sink = \"http\" }\n"
+	    "consumer { workers = 0 }\n"
+	    "webhook { url = \"http://h/\" secret = \"SeCrEt\" }\n"
+	    "aws { secret_access_key = \"SeCrEt\" session_token = \"SeCrEt\""
+	    " }\n", 0666, "(aws.secret_access_key, aws.session_token, "
+	    "webhook.secret)");
+	/* a secret kept in the environment is not in the file */
+	expect_warning("database = \"x\"\n" NOAWS
+	    "aws { secret_access_key = \"${OUTBOXD_TEST_UNSET}\" }\n", 0644,
+	    NULL);
+	/* commented out is not set */
+	expect_warning("database = \"x\"\n" NOAWS
+	    "# admin { token = \"SeCrEt0123456789abcdef\" }\n", 0644, NULL);
+}
+
 /* Relay and consumer counts of 0 need no AWS settings at all. */
 /* The shortest lease the timeout allows is accepted. */
 static void
@@ -303,6 +520,11 @@ main(void)
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_lease_twice_timeout),
 		cmocka_unit_test(test_http_only),
+		cmocka_unit_test(test_not_regular),
+		cmocka_unit_test(test_size_limit),
+		cmocka_unit_test(test_nul_byte),
+		cmocka_unit_test(test_secret_not_in_errors),
+		cmocka_unit_test(test_mode_warning),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
