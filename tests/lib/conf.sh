@@ -58,4 +58,6 @@ dynamodb {
 	endpoint_url = "$DDB_ENDPOINT"
 }
 CONF
+	# It holds secrets: readable by others, outboxd warns (outbox.conf(5)).
+	chmod 0600 "$file"
 }
