@@ -107,15 +107,30 @@ order_utf8_valid(const unsigned char *s, size_t len)
 }
 
 /*
- * 1 if the len bytes at s (valid UTF-8) hold nothing a person can see:
- * only Unicode White_Space (U+0009-000D, U+0020, U+0085, U+00A0, U+1680,
- * U+2000-200A, U+2028, U+2029, U+202F, U+205F, U+3000) and the invisible
- * format characters U+00AD, U+180E, U+200B-200D, U+2060 and U+FEFF.
+ * What a person cannot see: Unicode White_Space and
+ * Default_Ignorable_Code_Point (Unicode 15 PropList.txt and
+ * DerivedCoreProperties.txt), such as U+00A0, U+2000-200A, U+3000, the
+ * zero-width U+200B-200D, U+2060, U+FEFF, U+180E and U+00AD, the
+ * direction marks and the variation selectors.  Sorted ranges.
  */
+static const struct {
+	unsigned int	lo, hi;
+} order_blank_ranges[] = {
+	{ 0x0009, 0x000d }, { 0x0020, 0x0020 }, { 0x0085, 0x0085 },
+	{ 0x00a0, 0x00a0 }, { 0x00ad, 0x00ad }, { 0x034f, 0x034f },
+	{ 0x061c, 0x061c }, { 0x115f, 0x1160 }, { 0x1680, 0x1680 },
+	{ 0x17b4, 0x17b5 }, { 0x180b, 0x180f }, { 0x2000, 0x200f },
+	{ 0x2028, 0x202f }, { 0x205f, 0x206f }, { 0x3000, 0x3000 },
+	{ 0x3164, 0x3164 }, { 0xfe00, 0xfe0f }, { 0xfeff, 0xfeff },
+	{ 0xffa0, 0xffa0 }, { 0xfff0, 0xfff8 }, { 0x1bca0, 0x1bca3 },
+	{ 0x1d173, 0x1d17a }, { 0xe0000, 0xe0fff },
+};
+
+/* 1 if the len bytes at s (valid UTF-8) hold only such characters. */
 static int
 order_blank(const unsigned char *s, size_t len)
 {
-	size_t		i = 0;
+	size_t		i = 0, k;
 	unsigned int	c;
 
 	while (i < len) {
@@ -129,13 +144,18 @@ order_blank(const unsigned char *s, size_t len)
 			c = (c & 0x0f) << 12 | (s[i + 1] & 0x3f) << 6 |
 			    (s[i + 2] & 0x3f);
 			i += 3;
-		} else
-			return 0;	/* nothing blank beyond U+FFFF */
-		if (!((c >= 0x09 && c <= 0x0d) || c == 0x20 || c == 0x85 ||
-		    c == 0xa0 || c == 0xad || c == 0x1680 || c == 0x180e ||
-		    (c >= 0x2000 && c <= 0x200d) || c == 0x2028 ||
-		    c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x2060 ||
-		    c == 0x3000 || c == 0xfeff))
+		} else {
+			c = (c & 0x07) << 18 | (s[i + 1] & 0x3f) << 12 |
+			    (s[i + 2] & 0x3f) << 6 | (s[i + 3] & 0x3f);
+			i += 4;
+		}
+		for (k = 0; k < sizeof(order_blank_ranges) /
+		    sizeof(order_blank_ranges[0]); k++)
+			if (c <= order_blank_ranges[k].hi)
+				break;
+		if (k == sizeof(order_blank_ranges) /
+		    sizeof(order_blank_ranges[0]) ||
+		    c < order_blank_ranges[k].lo)
 			return 0;
 	}
 	return 1;
