@@ -65,6 +65,27 @@ json_message(enum json_fault f)
 	return json_messages[f];
 }
 
+/* 1 for the bytes a string holds as they are: U+0020..U+007F but '"' and
+ * '\\' (below 0x20 is refused, 0x80 and up starts UTF-8). */
+static const unsigned char json_plain[256] = {
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,	/* 00 */
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,	/* 10 */
+	1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,	/* 20 */
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,	/* 30 */
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,	/* 40 */
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,	/* 50 */
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,	/* 60 */
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,	/* 70 */
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,	/* 80 */
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,	/* 90 */
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,	/* a0 */
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,	/* b0 */
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,	/* c0 */
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,	/* d0 */
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,	/* e0 */
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,	/* f0 */
+};
+
 static const unsigned char *
 json_ws(const unsigned char *p, const unsigned char *end)
 {
@@ -148,7 +169,7 @@ static enum json_fault
 json_string(const unsigned char **pp, const unsigned char *end, char *out,
     size_t cap, size_t *outlen)
 {
-	const unsigned char	*p = *pp;
+	const unsigned char	*p = *pp, *run;
 	size_t			 n;
 	long			 u, lo;
 	enum json_fault		 f = JSON_E_SYNTAX;
@@ -156,13 +177,18 @@ json_string(const unsigned char **pp, const unsigned char *end, char *out,
 	if (out != NULL)
 		*outlen = 0;
 	for (;;) {
+		/* the common case first: a run of plain ASCII */
+		for (run = p; p < end && json_plain[*p]; p++)
+			;
+		if (out != NULL && p > run) {
+			n = (size_t)(p - run);
+			if (*outlen < cap)
+				memcpy(out + *outlen, run, n < cap - *outlen ?
+				    n : cap - *outlen);
+			*outlen += n;
+		}
 		if (p == end)
 			goto fail;
-		if (*p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') {
-			JSON_PUT(*p);
-			p++;
-			continue;
-		}
 		if (*p == '"')
 			break;
 		if (*p < 0x20) {
@@ -415,8 +441,8 @@ member:
 	p++;
 	if (depth == 1 && nwant > 0 && nlen <= sizeof(name))
 		for (i = 0; i < nwant; i++)
-			if (strlen(want[i].name) == nlen &&
-			    memcmp(want[i].name, name, nlen) == 0) {
+			if (strncmp(want[i].name, name, nlen) == 0 &&
+			    want[i].name[nlen] == '\0') {
 				capture = (int)i;
 				vstart = json_ws(p, end);
 				break;
@@ -491,35 +517,51 @@ json_sort(cJSON *head, size_t n)
 	return out;
 }
 
+/* Objects of up to this many members are checked pair by pair, in place;
+ * larger ones are sorted first. */
+#define JSON_PAIRWISE_MAX	8
+
+#define JSON_IS(node, t)	(((node)->type & 0xff) == (t))
+
 /*
  * -1 if an object anywhere in the tree at node has two members with the
- * same (unescaped) name, else 0.  Sorting the members makes that n log n,
- * where comparing each pair would let one large object cost seconds;
- * json_check() refused \u0000, so no name is cut short.
+ * same (unescaped) name, else 0.  Comparing each pair of a large object
+ * would let one body cost seconds, so one of more than JSON_PAIRWISE_MAX
+ * members is sorted first (n log n) and keeps that order.  json_check()
+ * refused \u0000, so no name is cut short.
  */
 static int
 json_unique(cJSON *node)
 {
-	cJSON	*c, *prev;
+	cJSON	*c, *d, *prev;
 	size_t	 n = 0;
 
-	if (cJSON_IsObject(node) && node->child != NULL) {
+	if (JSON_IS(node, cJSON_Object) && node->child != NULL) {
 		for (c = node->child; c != NULL; c = c->next)
 			n++;
-		node->child = json_sort(node->child, n);
-		/* cJSON's links: prev of the first member is the last */
-		for (prev = NULL, c = node->child; c != NULL; c = c->next) {
-			c->prev = prev;
-			prev = c;
+		if (n <= JSON_PAIRWISE_MAX) {
+			for (c = node->child; c != NULL; c = c->next)
+				for (d = c->next; d != NULL; d = d->next)
+					if (strcmp(c->string, d->string) == 0)
+						return -1;
+		} else {
+			node->child = json_sort(node->child, n);
+			/* cJSON's links: the first member's prev is the
+			 * last */
+			for (prev = NULL, c = node->child; c != NULL;
+			    c = c->next) {
+				c->prev = prev;
+				prev = c;
+			}
+			node->child->prev = prev;
+			for (c = node->child; c->next != NULL; c = c->next)
+				if (strcmp(c->string, c->next->string) == 0)
+					return -1;
 		}
-		node->child->prev = prev;
-		for (c = node->child; c->next != NULL; c = c->next)
-			if (strcmp(c->string, c->next->string) == 0)
-				return -1;
 	}
 	for (c = node->child; c != NULL; c = c->next)
-		if ((cJSON_IsObject(c) || cJSON_IsArray(c)) &&
-		    json_unique(c) == -1)
+		if ((JSON_IS(c, cJSON_Object) || JSON_IS(c, cJSON_Array)) &&
+		    c->child != NULL && json_unique(c) == -1)
 			return -1;
 	return 0;
 }
@@ -527,7 +569,8 @@ json_unique(cJSON *node)
 /*
  * json_check(), then the cJSON tree of the text, refused when an object
  * in it names a member twice: "a" and "\u0061" are the same name.  The
- * members of every object come back sorted by name.  Returns the tree
+ * members of an object of more than JSON_PAIRWISE_MAX come back sorted by
+ * name.  Returns the tree
  * (caller cJSON_Delete()s), or NULL with *err set.
  */
 struct cJSON *

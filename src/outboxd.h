@@ -615,8 +615,8 @@ int		 json_check(const char *text, size_t len,
 		    struct json_member *want, size_t nwant,
 		    struct json_error *err);
 /* json_check(), then the cJSON tree, refused (NULL, *err set) when an
- * object repeats a member name after unescaping; every object's members
- * come back sorted by name.  Caller cJSON_Delete()s. */
+ * object repeats a member name after unescaping; the members of an object
+ * of more than 8 come back sorted by name.  Caller cJSON_Delete()s. */
 struct cJSON	*json_parse(const char *text, size_t len,
 		    struct json_member *want, size_t nwant,
 		    struct json_error *err);
