@@ -352,8 +352,7 @@ int
 json_check(const char *text, size_t len, struct json_member *want,
     size_t nwant, struct json_error *err)
 {
-	const unsigned char	*base = (const unsigned char *)text;
-	const unsigned char	*p = base, *end = base + len, *vstart = NULL;
+	const unsigned char	*base, *p, *end, *vstart = NULL;
 	unsigned char		 objects[(JSON_DEPTH_MAX + 7) / 8];
 	char			 name[JSON_NAME_MAX];
 	size_t			 depth = 0, nlen = 0, i;
@@ -364,10 +363,12 @@ json_check(const char *text, size_t len, struct json_member *want,
 		want[i].value = NULL;
 		want[i].len = 0;
 	}
-	if (text == NULL) {
-		p = end = base = (const unsigned char *)"";
-		goto syntax;
+	if (text == NULL) {		/* no body at all */
+		text = "";
+		len = 0;
 	}
+	p = base = (const unsigned char *)text;
+	end = base + len;
 
 value:
 	p = json_ws(p, end);
