@@ -6,7 +6,6 @@
 #include "config.h"
 
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +14,18 @@
 
 #include "outboxd.h"
 
-/* Stable error codes: clients match on these, so never rename one. */
+/* Stable error codes: clients match on these, so never rename one.  A
+ * code may have more than one entry, each with its own message. */
 static const struct order_error order_errors[] = {
 	{ "malformed_json", "request body is not valid JSON" },
+	{ "duplicate_member", "request body names a member twice in one "
+	    "object" },
 	{ "not_an_object", "request body must be a JSON object" },
 	{ "customer_id_missing", "customerId is required" },
 	{ "customer_id_not_string", "customerId must be a string" },
 	{ "customer_id_empty", "customerId must not be empty" },
+	{ "customer_id_empty", "customerId must not be blank (only white "
+	    "space or invisible characters)" },
 	{ "customer_id_too_long", "customerId must be at most 256 bytes" },
 	{ "customer_id_invalid", "customerId must be valid UTF-8 without "
 	    "NUL characters" },
@@ -35,17 +39,20 @@ static const struct order_error order_errors[] = {
 
 enum {
 	ORDER_E_MALFORMED,
+	ORDER_E_DUPLICATE,
 	ORDER_E_NOT_OBJECT,
 	ORDER_E_CID_MISSING,
 	ORDER_E_CID_NOT_STRING,
 	ORDER_E_CID_EMPTY,
+	ORDER_E_CID_BLANK,
 	ORDER_E_CID_TOO_LONG,
 	ORDER_E_CID_INVALID,
 	ORDER_E_AMT_MISSING,
 	ORDER_E_AMT_NOT_NUMBER,
 	ORDER_E_AMT_NOT_INTEGER,
 	ORDER_E_AMT_NEGATIVE,
-	ORDER_E_AMT_TOO_LARGE
+	ORDER_E_AMT_TOO_LARGE,
+	ORDER_E_OK = -1
 };
 
 static int
@@ -54,31 +61,6 @@ order_fail(struct order_error *err, int which)
 	if (err != NULL)
 		*err = order_errors[which];
 	return -1;
-}
-
-/*
- * cJSON turns "\u0000" and a raw NUL byte into a NUL inside the decoded
- * string, silently cutting it short; PostgreSQL text cannot hold NUL
- * either.  Find both in the raw body.  Outside strings a backslash is
- * invalid JSON anyway, so pairing escapes from the start is exact for
- * every body cJSON accepts.
- */
-static int
-order_has_nul(const char *p, size_t len)
-{
-	size_t	i;
-
-	if (memchr(p, '\0', len) != NULL)
-		return 1;
-	for (i = 0; i < len; i++) {
-		if (p[i] != '\\')
-			continue;
-		if (i + 5 < len && p[i + 1] == 'u' && p[i + 2] == '0' &&
-		    p[i + 3] == '0' && p[i + 4] == '0' && p[i + 5] == '0')
-			return 1;
-		i++;	/* skip the escaped character */
-	}
-	return 0;
 }
 
 /* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, <= U+10FFFF.
@@ -125,38 +107,170 @@ order_utf8_valid(const unsigned char *s, size_t len)
 }
 
 /*
+ * What a person cannot see: Unicode White_Space and
+ * Default_Ignorable_Code_Point (Unicode 15 PropList.txt and
+ * DerivedCoreProperties.txt), such as U+00A0, U+2000-200A, U+3000, the
+ * zero-width U+200B-200D, U+2060, U+FEFF, U+180E and U+00AD, the
+ * direction marks and the variation selectors.  Sorted ranges.
+ */
+static const struct {
+	unsigned int	lo, hi;
+} order_blank_ranges[] = {
+	{ 0x0009, 0x000d }, { 0x0020, 0x0020 }, { 0x0085, 0x0085 },
+	{ 0x00a0, 0x00a0 }, { 0x00ad, 0x00ad }, { 0x034f, 0x034f },
+	{ 0x061c, 0x061c }, { 0x115f, 0x1160 }, { 0x1680, 0x1680 },
+	{ 0x17b4, 0x17b5 }, { 0x180b, 0x180f }, { 0x2000, 0x200f },
+	{ 0x2028, 0x202f }, { 0x205f, 0x206f }, { 0x3000, 0x3000 },
+	{ 0x3164, 0x3164 }, { 0xfe00, 0xfe0f }, { 0xfeff, 0xfeff },
+	{ 0xffa0, 0xffa0 }, { 0xfff0, 0xfff8 }, { 0x1bca0, 0x1bca3 },
+	{ 0x1d173, 0x1d17a }, { 0xe0000, 0xe0fff },
+};
+
+/* 1 if the len bytes at s (valid UTF-8) hold only such characters. */
+static int
+order_blank(const unsigned char *s, size_t len)
+{
+	size_t		i = 0, k;
+	unsigned int	c;
+
+	while (i < len) {
+		c = s[i];
+		if (c < 0x80)
+			i += 1;
+		else if (c < 0xe0) {
+			c = (c & 0x1f) << 6 | (s[i + 1] & 0x3f);
+			i += 2;
+		} else if (c < 0xf0) {
+			c = (c & 0x0f) << 12 | (s[i + 1] & 0x3f) << 6 |
+			    (s[i + 2] & 0x3f);
+			i += 3;
+		} else {
+			c = (c & 0x07) << 18 | (s[i + 1] & 0x3f) << 12 |
+			    (s[i + 2] & 0x3f) << 6 | (s[i + 3] & 0x3f);
+			i += 4;
+		}
+		for (k = 0; k < sizeof(order_blank_ranges) /
+		    sizeof(order_blank_ranges[0]); k++)
+			if (c <= order_blank_ranges[k].hi)
+				break;
+		if (k == sizeof(order_blank_ranges) /
+		    sizeof(order_blank_ranges[0]) ||
+		    c < order_blank_ranges[k].lo)
+			return 0;
+	}
+	return 1;
+}
+
+/* The decimal digit at position i of the digits of the integer part
+ * (ilen bytes at ip) followed by those of the fraction (at fp). */
+#define ORDER_DIGIT(i)	((i) < ilen ? ip[(i)] - '0' : fp[(i) - ilen] - '0')
+
+/*
+ * The exact value of amountCents from its raw JSON number (tok, len bytes,
+ * already in RFC 8259 number form), never through a double: a double
+ * rounds 4999.0000000000001 to 4999 and 1e-400 to 0, and both would be
+ * stored.  The token is the digits D (integer part, then fraction) times
+ * 10^E; without its leading and trailing zeros D is an integer exactly
+ * when E >= 0 then, and at most 2^53 - 1 (16 digits) is checked on the
+ * digits.  Sets *out and returns ORDER_E_OK, or returns the refusal:
+ * ORDER_E_AMT_NOT_INTEGER, then ORDER_E_AMT_NEGATIVE (never for zero,
+ * such as -0), then ORDER_E_AMT_TOO_LARGE.
+ */
+static int
+order_amount(const char *tok, size_t len, int64_t *out)
+{
+	const char	*p = tok, *end = tok + len, *ip, *fp;
+	size_t		 ilen, flen, n, first, last, i;
+	long		 e = 0, esign = 1;
+	uint64_t	 v = 0;
+	int		 neg = 0;
+
+	if (p < end && *p == '-') {
+		neg = 1;
+		p++;
+	}
+	for (ip = p; p < end && *p >= '0' && *p <= '9'; p++)
+		;
+	ilen = (size_t)(p - ip);
+	if (p < end && *p == '.')
+		p++;
+	for (fp = p; p < end && *p >= '0' && *p <= '9'; p++)
+		;
+	flen = (size_t)(p - fp);
+	n = ilen + flen;
+	if (p < end && (*p == 'e' || *p == 'E')) {
+		if (++p < end && (*p == '+' || *p == '-'))
+			esign = *p++ == '-' ? -1 : 1;
+		/* an exponent beyond n + 17 no longer changes the answer */
+		for (; p < end && *p >= '0' && *p <= '9'; p++)
+			if (e <= (long)n + 17)
+				e = e * 10 + (*p - '0');
+		e *= esign;
+	}
+	for (first = 0; first < n && ORDER_DIGIT(first) == 0; first++)
+		;
+	if (first == n) {		/* zero, however written */
+		*out = 0;
+		return ORDER_E_OK;
+	}
+	for (last = n - 1; ORDER_DIGIT(last) == 0; last--)
+		;
+	/* D without its zeros, times 10^e: */
+	e += (long)(n - 1 - last) - (long)flen;
+	if (e < 0)
+		return ORDER_E_AMT_NOT_INTEGER;
+	if (neg)
+		return ORDER_E_AMT_NEGATIVE;
+	if ((long)(last - first + 1) + e > 16)
+		return ORDER_E_AMT_TOO_LARGE;
+	for (i = first; i <= last; i++)
+		v = v * 10 + (uint64_t)ORDER_DIGIT(i);
+	for (; e > 0; e--)
+		v *= 10;
+	if (v > (uint64_t)ORDER_AMOUNT_MAX)
+		return ORDER_E_AMT_TOO_LARGE;
+	*out = (int64_t)v;
+	return ORDER_E_OK;
+}
+
+#undef ORDER_DIGIT
+
+/*
  * Validate a POST /orders body (len bytes at body, need not be
- * NUL-terminated): a JSON object with "customerId", a non-empty UTF-8
- * string of at most ORDER_CUSTOMER_ID_MAX bytes, and "amountCents", an
- * integer 0..ORDER_AMOUNT_MAX.  Other members are ignored; a repeated
- * member counts once (the first).  Numbers are IEEE 754 doubles as RFC 8259
- * section 6 and JavaScript have them, so 4999.0 is the integer 4999 and
- * 2^53 itself is rejected.  Fills *out (no memory to free) and returns 0,
- * or returns -1 with *err set to a static code and message.
+ * NUL-terminated): one JSON text in RFC 8259's grammar exactly (json.c;
+ * \u0000 refused too), with no object naming a member twice, that is an
+ * object with "customerId", a UTF-8 string of at most
+ * ORDER_CUSTOMER_ID_MAX bytes that is not empty or blank, and
+ * "amountCents", an integer 0..ORDER_AMOUNT_MAX taken exactly from its
+ * digits (order_amount()).  Other members are ignored.  Fills *out (no
+ * memory to free) and returns 0, or returns -1 with *err set to a static
+ * code and message.
  */
 int
 order_parse(const char *body, size_t len, struct order_input *out,
     struct order_error *err)
 {
-	cJSON		*root, *cid, *amt;
-	const char	*end;
-	size_t		 n;
-	double		 d;
-	int		 rv = -1;
+	struct json_member	 want[] = {
+		{ "customerId", NULL, 0 },
+		{ "amountCents", NULL, 0 },
+	};
+	struct json_error	 jerr;
+	cJSON			*root, *cid, *amt;
+	size_t			 n;
+	int64_t			 v = 0;
+	int			 rv = -1, which;
 
-	if (body == NULL || order_has_nul(body, len))
-		return order_fail(err, ORDER_E_MALFORMED);
-	root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-	if (root == NULL)
-		return order_fail(err, ORDER_E_MALFORMED);
-	/* cJSON stops after the first value: anything but whitespace after
-	 * it makes the body malformed. */
-	while (end < body + len && (*end == ' ' || *end == '\t' ||
-	    *end == '\n' || *end == '\r'))
-		end++;
-	if (end != body + len) {
-		order_fail(err, ORDER_E_MALFORMED);
-		goto done;
+	if ((root = json_parse(body, len, want, 2, &jerr)) == NULL) {
+		/* bytes that are not UTF-8 inside the customerId string keep
+		 * their own code */
+		if (jerr.fault == JSON_E_UTF8 && jerr.member == 0)
+			return order_fail(err, ORDER_E_CID_INVALID);
+		which = jerr.fault == JSON_E_DUPLICATE ? ORDER_E_DUPLICATE :
+		    ORDER_E_MALFORMED;
+		order_fail(err, which);
+		if (err != NULL && which == ORDER_E_MALFORMED)
+			err->message = json_message(jerr.fault);
+		return -1;
 	}
 	if (!cJSON_IsObject(root)) {
 		order_fail(err, ORDER_E_NOT_OBJECT);
@@ -185,36 +299,29 @@ order_parse(const char *body, size_t len, struct order_input *out,
 		order_fail(err, ORDER_E_CID_INVALID);
 		goto done;
 	}
+	if (order_blank((const unsigned char *)cid->valuestring, n)) {
+		order_fail(err, ORDER_E_CID_BLANK);
+		goto done;
+	}
 
 	amt = cJSON_GetObjectItemCaseSensitive(root, "amountCents");
 	if (amt == NULL) {
 		order_fail(err, ORDER_E_AMT_MISSING);
 		goto done;
 	}
-	if (!cJSON_IsNumber(amt)) {
+	if (!cJSON_IsNumber(amt) || want[1].value == NULL) {
 		order_fail(err, ORDER_E_AMT_NOT_NUMBER);
 		goto done;
 	}
-	d = amt->valuedouble;
-	/* Beyond 2^53 every double is an integer; below, the cast is exact
-	 * only for integers (and needs no libm). */
-	if (isnan(d) || (fabs(d) < 9007199254740992.0 &&
-	    d != (double)(int64_t)d)) {
-		order_fail(err, ORDER_E_AMT_NOT_INTEGER);
-		goto done;
-	}
-	if (d < 0) {
-		order_fail(err, ORDER_E_AMT_NEGATIVE);
-		goto done;
-	}
-	if (d > (double)ORDER_AMOUNT_MAX) {
-		order_fail(err, ORDER_E_AMT_TOO_LARGE);
+	if ((which = order_amount(want[1].value, want[1].len, &v)) !=
+	    ORDER_E_OK) {
+		order_fail(err, which);
 		goto done;
 	}
 
 	memcpy(out->customer_id, cid->valuestring, n + 1);
 	out->customer_id_len = n;
-	out->amount_cents = (int64_t)d;
+	out->amount_cents = v;
 	rv = 0;
 done:
 	cJSON_Delete(root);

@@ -366,6 +366,57 @@ void		 db_result_why(struct db_why *, const struct pg_result *);
  * it again cannot change; else 0. */
 int		 db_result_refused(const struct pg_result *);
 
+/* ---- json.c: strict RFC 8259 checking of JSON text from clients ------- */
+
+#define JSON_DEPTH_MAX		1000	/* nesting (cJSON's own limit) */
+#define JSON_NAME_MAX		64	/* bytes of a json_member name */
+
+/* What is wrong with a JSON text; json_message() says it to people. */
+enum json_fault {
+	JSON_OK,
+	JSON_E_SYNTAX,		/* not the RFC 8259 grammar */
+	JSON_E_SPACE,		/* a control byte outside a string (\f, \v) */
+	JSON_E_CONTROL,		/* U+0000..U+001F unescaped in a string */
+	JSON_E_ESCAPE,		/* a backslash escape JSON does not have */
+	JSON_E_SURROGATE,	/* \u surrogate escapes not a high-low pair */
+	JSON_E_UTF8,		/* bytes that are not UTF-8 (RFC 3629) */
+	JSON_E_NUL,		/* \u0000 (valid JSON, refused) */
+	JSON_E_NUMBER,		/* 01, 1., 1.e2, +1, .5, - */
+	JSON_E_DEPTH,		/* nested deeper than JSON_DEPTH_MAX */
+	JSON_E_TRAILING,	/* more than whitespace after the value */
+	JSON_E_DUPLICATE,	/* an object names a member twice */
+	JSON_E_NOMEM		/* cJSON could not build the tree */
+};
+
+/* A member of the top-level object whose raw value json_check() finds. */
+struct json_member {
+	const char	*name;	/* in: unescaped, under JSON_NAME_MAX bytes */
+	const char	*value;	/* out: first byte of its value, or NULL */
+	size_t		 len;	/* out: bytes of the value's text */
+};
+
+struct json_error {
+	enum json_fault	 fault;
+	size_t		 offset;	/* byte of the text where it was seen */
+	int		 member;	/* index in want[] of the member whose
+					 * value holds the fault, or -1 */
+};
+
+/* 0 if the len bytes at text are exactly one JSON text, filling want[]
+ * (nwant entries) with the raw values of those top-level members; else -1
+ * with *err set.  One pass, no allocation. */
+int		 json_check(const char *text, size_t len,
+		    struct json_member *want, size_t nwant,
+		    struct json_error *err);
+/* json_check(), then the cJSON tree, refused (NULL, *err set) when an
+ * object repeats a member name after unescaping; the members of an object
+ * of more than 8 come back sorted by name.  Caller cJSON_Delete()s. */
+struct cJSON	*json_parse(const char *text, size_t len,
+		    struct json_member *want, size_t nwant,
+		    struct json_error *err);
+/* A static sentence for people: "request body is not valid JSON: ...". */
+const char	*json_message(enum json_fault f);
+
 /* ---- order.c: POST /orders validation and JSON mapping (no I/O) ------- */
 
 #define ORDER_CUSTOMER_ID_MAX	256	/* bytes of UTF-8 */

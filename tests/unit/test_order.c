@@ -453,6 +453,302 @@ test_order_json(void **state)
 	assert_int_equal(order_json(buf, 10, "i", "c", "1", "t"), -1);
 }
 
+/* ---- strict JSON (issue 25, item 7): RFC 8259 exactly, src/json.c ---- */
+
+static void
+test_strict_control_bytes(void **state)
+{
+	char	body[64];
+	int	c;
+
+	(void)state;
+	/* any raw byte below 0x20 inside a string, in customerId or not */
+	for (c = 1; c < 0x20; c++) {
+		snprintf(body, sizeof(body), "{\"customerId\":\"x%cy\","
+		    "\"amountCents\":1}", c);
+		expect_code(body, "malformed_json");
+		snprintf(body, sizeof(body), "{\"n\":\"%c\",\"customerId\":"
+		    "\"c\",\"amountCents\":1}", c);
+		expect_code(body, "malformed_json");
+	}
+	expect_code("{\"customerId\":\"x\r\ninjected=1\",\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"x\ny\",\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"x\ty\",\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"\x01\",\"amountCents\":1}",
+	    "malformed_json");
+	/* the message says why */
+	{
+		struct order_input	in;
+		struct order_error	err;
+
+		assert_int_equal(parse("{\"customerId\":\"x\r\ninjected=1\","
+		    "\"amountCents\":1}", &in, &err), -1);
+		assert_non_null(strstr(err.message, "control character"));
+	}
+}
+
+static void
+test_strict_numbers(void **state)
+{
+	(void)state;
+	expect_code("{\"customerId\":\"c\",\"amountCents\":01}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":00}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":-01}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":1.}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":1.e2}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":.5}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":+1}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":1e}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":0x10}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":Infinity}",
+	    "malformed_json");
+	/* in a member outboxd ignores too */
+	expect_code("{\"n\":01,\"customerId\":\"c\",\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"n\":[1.],\"customerId\":\"c\",\"amountCents\":1}",
+	    "malformed_json");
+}
+
+static void
+test_strict_whitespace(void **state)
+{
+	(void)state;
+	expect_code("{\"customerId\":\"c\",\f\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("\f{\"customerId\":\"c\",\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":1}\f",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\v\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\xc2\xa0\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("\xef\xbb\xbf{\"customerId\":\"c\",\"amountCents\":1}",
+	    "malformed_json");
+	{
+		struct order_input	in;
+		struct order_error	err;
+		const char		raw[] = "{\"customerId\":\"c\","
+					    "\"amountCents\":1}\0";
+
+		/* a NUL after the object is not whitespace */
+		assert_int_equal(order_parse(raw, sizeof(raw) - 1, &in, &err),
+		    -1);
+		assert_string_equal(err.code, "malformed_json");
+	}
+}
+
+static void
+test_strict_strings(void **state)
+{
+	(void)state;
+	/* escapes JSON does not have */
+	expect_code("{\"customerId\":\"\\x41\",\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"\\'\",\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"\\u00G1\",\"amountCents\":1}",
+	    "malformed_json");
+	/* \u surrogates not paired high-low */
+	expect_code("{\"customerId\":\"\\ude00\",\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"\\ude00\\ud83d\",\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"\\ud83d\\u0041\",\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"\\ud83dx\",\"amountCents\":1}",
+	    "malformed_json");
+	expect_code("{\"x\":\"\\ud83d\",\"customerId\":\"c\","
+	    "\"amountCents\":1}", "malformed_json");
+	/* bytes that are not UTF-8 outside customerId: overlong '/', an
+	 * overlong 3-byte and 4-byte form, an encoded surrogate */
+	expect_code("{\"x\":\"\xc0\xaf\",\"customerId\":\"c\","
+	    "\"amountCents\":1}", "malformed_json");
+	expect_code("{\"x\":\"\xe0\x80\xaf\",\"customerId\":\"c\","
+	    "\"amountCents\":1}", "malformed_json");
+	expect_code("{\"x\":\"\xf0\x80\x80\xaf\",\"customerId\":\"c\","
+	    "\"amountCents\":1}", "malformed_json");
+	expect_code("{\"\xed\xa0\x80\":1,\"customerId\":\"c\","
+	    "\"amountCents\":1}", "malformed_json");
+	/* ... and inside it, customerId's own code */
+	expect_code("{\"customerId\":\"\xe0\x80\xaf\",\"amountCents\":1}",
+	    "customer_id_invalid");
+	expect_code("{\"customerId\":\"\xf0\x80\x80\xaf\",\"amountCents\":1}",
+	    "customer_id_invalid");
+	/* trailing text is refused, even after valid JSON */
+	expect_code("{\"customerId\":\"c\",\"amountCents\":1}{}",
+	    "malformed_json");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":1}\n,",
+	    "malformed_json");
+}
+
+static void
+test_duplicate_members(void **state)
+{
+	struct order_input	in;
+	struct order_error	err;
+
+	(void)state;
+	expect_code("{\"customerId\":\"a\",\"customerId\":\"b\","
+	    "\"amountCents\":1}", "duplicate_member");
+	expect_code("{\"customerId\":\"a\",\"amountCents\":1,"
+	    "\"amountCents\":100000}", "duplicate_member");
+	/* the same name after unescaping */
+	expect_code("{\"customerId\":\"a\",\"customer\\u0049d\":\"b\","
+	    "\"amountCents\":1}", "duplicate_member");
+	expect_code("{\"\\u0063ustomerId\":\"a\",\"customerId\":\"b\","
+	    "\"amountCents\":1}", "duplicate_member");
+	expect_code("{\"customerId\":\"a\",\"amountCents\":1,"
+	    "\"amount\\u0043ents\":2}", "duplicate_member");
+	/* in members outboxd ignores, at any depth */
+	expect_code("{\"x\":1,\"x\":2,\"customerId\":\"a\","
+	    "\"amountCents\":1}", "duplicate_member");
+	expect_code("{\"customerId\":\"a\",\"amountCents\":1,"
+	    "\"meta\":{\"k\":1,\"k\":2}}", "duplicate_member");
+	expect_code("{\"customerId\":\"a\",\"amountCents\":1,"
+	    "\"items\":[{\"sku\":1,\"\\u0073ku\":2}]}", "duplicate_member");
+	assert_int_equal(parse("{\"customerId\":\"a\",\"customerId\":\"b\","
+	    "\"amountCents\":1}", &in, &err), -1);
+	assert_non_null(strstr(err.message, "twice"));
+
+	/* an escaped name that is the wanted one is used as that member */
+	assert_int_equal(parse("{\"customer\\u0049d\":\"e\","
+	    "\"amount\\u0043ents\":42}", &in, &err), 0);
+	assert_string_equal(in.customer_id, "e");
+	assert_int_equal(in.amount_cents, 42);
+	/* the same name nested is not a repeat */
+	assert_int_equal(parse("{\"customerId\":\"a\",\"amountCents\":1,"
+	    "\"meta\":{\"customerId\":\"b\",\"amountCents\":2}}", &in, &err),
+	    0);
+	assert_string_equal(in.customer_id, "a");
+	assert_int_equal(in.amount_cents, 1);
+}
+
+/* amountCents must come out as exactly v. */
+static void
+expect_amount(const char *amount, int64_t v)
+{
+	struct order_input	in;
+	struct order_error	err;
+	char			body[256];
+
+	snprintf(body, sizeof(body), "{\"customerId\":\"c\",\"amountCents\":"
+	    "%s}", amount);
+	if (parse(body, &in, &err) != 0)
+		fail_msg("%s refused: %s", amount, err.code);
+	if (in.amount_cents != v)
+		fail_msg("%s: got %lld, want %lld", amount,
+		    (long long)in.amount_cents, (long long)v);
+}
+
+static void
+expect_amount_code(const char *amount, const char *code)
+{
+	char	body[512];
+
+	snprintf(body, sizeof(body), "{\"customerId\":\"c\",\"amountCents\":"
+	    "%s}", amount);
+	expect_code(body, code);
+}
+
+static void
+test_amount_exact(void **state)
+{
+	(void)state;
+	expect_amount("4999", 4999);
+	expect_amount("0", 0);
+	expect_amount("9007199254740991", INT64_C(9007199254740991));
+	/* a double would round each of these to an integer and store it */
+	expect_amount_code("4999.0000000000001", "amount_cents_not_integer");
+	expect_amount_code("4999.00000000000000000000000000000000000000000"
+	    "0000000000000000000000000000001", "amount_cents_not_integer");
+	expect_amount_code("1e-400", "amount_cents_not_integer");
+	expect_amount_code("-1e-400", "amount_cents_not_integer");
+	expect_amount_code("5e-324", "amount_cents_not_integer");
+	expect_amount_code("4.9999999999999999999e3",
+	    "amount_cents_not_integer");
+	expect_amount_code("9007199254740991.5", "amount_cents_not_integer");
+	expect_amount_code("1e-99999999999999999999",
+	    "amount_cents_not_integer");
+	/* negative */
+	expect_amount_code("-1", "amount_cents_negative");
+	expect_amount_code("-4999", "amount_cents_negative");
+	expect_amount_code("-99999999999999999999999",
+	    "amount_cents_negative");
+	/* beyond 2^53 - 1, checked on the digits */
+	expect_amount_code("9007199254740992", "amount_cents_too_large");
+	expect_amount_code("99999999999999999999999",
+	    "amount_cents_too_large");
+	expect_amount_code("18446744073709551616", "amount_cents_too_large");
+	expect_amount_code("9223372036854775808", "amount_cents_too_large");
+	expect_amount_code("1e99999999999999999999", "amount_cents_too_large");
+	expect_amount_code("10000000000000000000000000000000000000000000000"
+	    "00000000000000000000000000000000000", "amount_cents_too_large");
+}
+
+static void
+test_customer_id_blank(void **state)
+{
+	static const char *const blank[] = {
+		" ", "   ", "\\t", " \\n ", "\\r\\n", "\\u000b\\u000c",
+		"\\u0085", "\\u00a0", "\xc2\xa0", "\\u1680",
+		"\\u2000", "\\u2001", "\\u2002", "\\u2003", "\\u2004",
+		"\\u2005", "\\u2006", "\\u2007", "\\u2008", "\\u2009",
+		"\\u200a", "\\u2028", "\\u2029", "\\u202f", "\\u205f",
+		"\\u3000", "\xe3\x80\x80",
+		/* invisible format characters */
+		"\\u200b", "\\u200c", "\\u200d", "\\u2060", "\\ufeff",
+		"\xef\xbb\xbf", "\\u180e", "\\u00ad",
+		/* other default-ignorable ones: direction marks, variation
+		 * selectors, a Hangul filler, a tag character */
+		"\\u200e", "\\u200f", "\\u202e", "\\u2066", "\\ufe0f",
+		"\\u3164", "\\udb40\\udc20", "\xf3\xa0\x80\xa0",
+		/* and any mix */
+		" \\u200b\\u00a0\\u2060 \\ufeff\\t\\u200f",
+	};
+	static const char *const visible[] = {
+		"a", " a", "a ", "\\u200ba", "a\\u00a0b", "\\u00a0.",
+		"\xf0\x9f\x98\x80", "_", "0", "\\u0001", "\\u2027",
+		"\\u2030", "\\u205e", "\\u2070", "\\u2fff", "\\u3001",
+		"\\ufe10", "\\ufff9", "\\udb40\\udc00\\u00e9",
+	};
+	struct order_input	 in;
+	struct order_error	 err;
+	char			 body[256];
+	size_t			 i;
+
+	(void)state;
+	for (i = 0; i < sizeof(blank) / sizeof(blank[0]); i++) {
+		snprintf(body, sizeof(body), "{\"customerId\":\"%s\","
+		    "\"amountCents\":1}", blank[i]);
+		expect_code(body, "customer_id_empty");
+		assert_int_equal(parse(body, &in, &err), -1);
+		assert_non_null(strstr(err.message, "blank"));
+	}
+	for (i = 0; i < sizeof(visible) / sizeof(visible[0]); i++) {
+		snprintf(body, sizeof(body), "{\"customerId\":\"%s\","
+		    "\"amountCents\":1}", visible[i]);
+		if (parse(body, &in, &err) != 0)
+			fail_msg("refused %s: %s", visible[i], err.code);
+	}
+	/* the empty id keeps its own message */
+	assert_int_equal(parse("{\"customerId\":\"\",\"amountCents\":1}",
+	    &in, &err), -1);
+	assert_string_equal(err.message, "customerId must not be empty");
+}
+
 int
 main(void)
 {
@@ -470,6 +766,13 @@ main(void)
 		cmocka_unit_test(test_error_json),
 		cmocka_unit_test(test_error_json_detail),
 		cmocka_unit_test(test_order_json),
+		cmocka_unit_test(test_strict_control_bytes),
+		cmocka_unit_test(test_strict_numbers),
+		cmocka_unit_test(test_strict_whitespace),
+		cmocka_unit_test(test_strict_strings),
+		cmocka_unit_test(test_duplicate_members),
+		cmocka_unit_test(test_amount_exact),
+		cmocka_unit_test(test_customer_id_blank),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
