@@ -161,79 +161,38 @@ order_blank(const unsigned char *s, size_t len)
 	return 1;
 }
 
-/* The decimal digit at position i of the digits of the integer part
- * (ilen bytes at ip) followed by those of the fraction (at fp). */
-#define ORDER_DIGIT(i)	((i) < ilen ? ip[(i)] - '0' : fp[(i) - ilen] - '0')
-
 /*
- * The exact value of amountCents from its raw JSON number (tok, len bytes,
- * already in RFC 8259 number form), never through a double: a double
- * rounds 4999.0000000000001 to 4999 and 1e-400 to 0, and both would be
- * stored.  The token is the digits D (integer part, then fraction) times
- * 10^E; without its leading and trailing zeros D is an integer exactly
- * when E >= 0 then, and at most 2^53 - 1 (16 digits) is checked on the
- * digits.  Sets *out and returns ORDER_E_OK, or returns the refusal:
- * ORDER_E_AMT_NOT_INTEGER, then ORDER_E_AMT_NEGATIVE (never for zero,
- * such as -0), then ORDER_E_AMT_TOO_LARGE.
+ * amountCents from its raw JSON number (tok, len bytes, already in RFC
+ * 8259 number form), from its digits, never through a double: a double
+ * rounds 4999.0000000000001 to 4999 and 1e-400 to 0, and would store
+ * that.  An amount is an integer token, digits only: a fraction or an
+ * exponent is refused even where its value is whole (4999.0, 1e3), so
+ * that no reader of the same body can see another amount; a minus sign
+ * is refused as negative (-0 too).  Sets *out and returns ORDER_E_OK, or
+ * returns ORDER_E_AMT_NEGATIVE, ORDER_E_AMT_NOT_INTEGER or
+ * ORDER_E_AMT_TOO_LARGE (more than 2^53 - 1, checked on the digits).
  */
 static int
 order_amount(const char *tok, size_t len, int64_t *out)
 {
-	const char	*p = tok, *end = tok + len, *ip, *fp;
-	size_t		 ilen, flen, n, first, last, i;
-	long		 e = 0, esign = 1;
-	uint64_t	 v = 0;
-	int		 neg = 0;
+	uint64_t	v = 0;
+	size_t		i;
 
-	if (p < end && *p == '-') {
-		neg = 1;
-		p++;
-	}
-	for (ip = p; p < end && *p >= '0' && *p <= '9'; p++)
-		;
-	ilen = (size_t)(p - ip);
-	if (p < end && *p == '.')
-		p++;
-	for (fp = p; p < end && *p >= '0' && *p <= '9'; p++)
-		;
-	flen = (size_t)(p - fp);
-	n = ilen + flen;
-	if (p < end && (*p == 'e' || *p == 'E')) {
-		if (++p < end && (*p == '+' || *p == '-'))
-			esign = *p++ == '-' ? -1 : 1;
-		/* an exponent beyond n + 17 no longer changes the answer */
-		for (; p < end && *p >= '0' && *p <= '9'; p++)
-			if (e <= (long)n + 17)
-				e = e * 10 + (*p - '0');
-		e *= esign;
-	}
-	for (first = 0; first < n && ORDER_DIGIT(first) == 0; first++)
-		;
-	if (first == n) {		/* zero, however written */
-		*out = 0;
-		return ORDER_E_OK;
-	}
-	for (last = n - 1; ORDER_DIGIT(last) == 0; last--)
-		;
-	/* D without its zeros, times 10^e: */
-	e += (long)(n - 1 - last) - (long)flen;
-	if (e < 0)
-		return ORDER_E_AMT_NOT_INTEGER;
-	if (neg)
+	if (len > 0 && tok[0] == '-')
 		return ORDER_E_AMT_NEGATIVE;
-	if ((long)(last - first + 1) + e > 16)
+	for (i = 0; i < len; i++)
+		if (tok[i] < '0' || tok[i] > '9')
+			return ORDER_E_AMT_NOT_INTEGER;
+	/* No leading zeros in JSON: 17 digits are more than 2^53 - 1. */
+	if (len > 16)
 		return ORDER_E_AMT_TOO_LARGE;
-	for (i = first; i <= last; i++)
-		v = v * 10 + (uint64_t)ORDER_DIGIT(i);
-	for (; e > 0; e--)
-		v *= 10;
+	for (i = 0; i < len; i++)
+		v = v * 10 + (uint64_t)(tok[i] - '0');
 	if (v > (uint64_t)ORDER_AMOUNT_MAX)
 		return ORDER_E_AMT_TOO_LARGE;
 	*out = (int64_t)v;
 	return ORDER_E_OK;
 }
-
-#undef ORDER_DIGIT
 
 /*
  * Validate a POST /orders body (len bytes at body, need not be

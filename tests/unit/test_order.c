@@ -76,14 +76,12 @@ test_good(void **state)
 	assert_string_equal(in.customer_id, "c 2");
 	assert_int_equal(in.amount_cents, 0);
 
-	/* an integral value written with a fraction or exponent is that
-	 * integer (JSON numbers are doubles) */
-	assert_int_equal(parse("{\"customerId\":\"c\",\"amountCents\":4999.0}",
-	    &in, &err), 0);
-	assert_int_equal(in.amount_cents, 4999);
-	assert_int_equal(parse("{\"customerId\":\"c\",\"amountCents\":1e3}",
-	    &in, &err), 0);
-	assert_int_equal(in.amount_cents, 1000);
+	/* an amount is an integer token: a fraction or an exponent is
+	 * refused even where its value is whole (issue 25) */
+	expect_code("{\"customerId\":\"c\",\"amountCents\":4999.0}",
+	    "amount_cents_not_integer");
+	expect_code("{\"customerId\":\"c\",\"amountCents\":1e3}",
+	    "amount_cents_not_integer");
 
 	/* escapes are decoded */
 	assert_int_equal(parse("{\"customerId\":\"a\\\"b\\\\c\\/d\","
@@ -300,9 +298,9 @@ test_amount(void **state)
 	expect_code("{\"customerId\":\"c\",\"amountCents\":9007199254740993}",
 	    "amount_cents_too_large");
 	expect_code("{\"customerId\":\"c\",\"amountCents\":1e16}",
-	    "amount_cents_too_large");
+	    "amount_cents_not_integer");
 	expect_code("{\"customerId\":\"c\",\"amountCents\":1e400}",
-	    "amount_cents_too_large");
+	    "amount_cents_not_integer");
 }
 
 static void
@@ -316,9 +314,8 @@ test_amount_bounds(void **state)
 	    "9007199254740991}", &in, &err), 0);
 	assert_true(in.amount_cents == INT64_C(9007199254740991));
 	assert_true(in.amount_cents == ORDER_AMOUNT_MAX);
-	assert_int_equal(parse("{\"customerId\":\"c\",\"amountCents\":-0}",
-	    &in, &err), 0);
-	assert_int_equal(in.amount_cents, 0);
+	expect_code("{\"customerId\":\"c\",\"amountCents\":-0}",
+	    "amount_cents_negative");
 	assert_int_equal(parse("{\"customerId\":\"c\",\"amountCents\":1}",
 	    &in, &err), 0);
 	assert_int_equal(in.amount_cents, 1);
@@ -675,7 +672,7 @@ test_amount_exact(void **state)
 	expect_amount_code("4999.00000000000000000000000000000000000000000"
 	    "0000000000000000000000000000001", "amount_cents_not_integer");
 	expect_amount_code("1e-400", "amount_cents_not_integer");
-	expect_amount_code("-1e-400", "amount_cents_not_integer");
+	expect_amount_code("-1e-400", "amount_cents_negative");
 	expect_amount_code("5e-324", "amount_cents_not_integer");
 	expect_amount_code("4.9999999999999999999e3",
 	    "amount_cents_not_integer");
@@ -693,7 +690,13 @@ test_amount_exact(void **state)
 	    "amount_cents_too_large");
 	expect_amount_code("18446744073709551616", "amount_cents_too_large");
 	expect_amount_code("9223372036854775808", "amount_cents_too_large");
-	expect_amount_code("1e99999999999999999999", "amount_cents_too_large");
+	expect_amount_code("1e99999999999999999999",
+	    "amount_cents_not_integer");
+	/* an integer token only, even where the value is whole */
+	expect_amount_code("4999.0", "amount_cents_not_integer");
+	expect_amount_code("1e3", "amount_cents_not_integer");
+	expect_amount_code("4999E0", "amount_cents_not_integer");
+	expect_amount_code("-0", "amount_cents_negative");
 	expect_amount_code("10000000000000000000000000000000000000000000000"
 	    "00000000000000000000000000000000000", "amount_cents_too_large");
 }
