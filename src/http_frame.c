@@ -69,17 +69,10 @@ static const char *const frame_methods[] = {
 	"CONNECT", "PATCH"
 };
 
-static int
-is_digit(unsigned char c)
-{
-	return c >= '0' && c <= '9';
-}
-
-static int
-is_alnum(unsigned char c)
-{
-	return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
+#define is_digit(c)	((c) >= '0' && (c) <= '9')
+#define is_alnum(c)	(is_digit(c) || ((c) >= 'a' && (c) <= 'z') || \
+			    ((c) >= 'A' && (c) <= 'Z'))
+#define to_lower(c)	((c) >= 'A' && (c) <= 'Z' ? (c) - 'A' + 'a' : (c))
 
 static int
 hex_value(unsigned char c)
@@ -93,24 +86,11 @@ hex_value(unsigned char c)
 	return -1;
 }
 
-static unsigned char
-to_lower(unsigned char c)
-{
-	return c >= 'A' && c <= 'Z' ? (unsigned char)(c - 'A' + 'a') : c;
-}
-
 /* tchar, RFC 9110 §5.6.2. */
 static int
 is_tchar(unsigned char c)
 {
 	return is_alnum(c) || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-/* Visible ASCII, or obs-text (RFC 9110 §5.5 field-vchar). */
-static int
-is_vchar(unsigned char c)
-{
-	return c > 0x20 && c != 0x7f;
 }
 
 /* A byte of uri-host [":" port] (RFC 3986 §3.2.2): reg-name, IP-literal
@@ -180,18 +160,12 @@ frame_fail_limit(struct http_frame *f, int which)
 static int
 frame_fail_cr(struct http_frame *f)
 {
-	static const char	 m[] = "a CR is not followed by LF";
+	int	 st = f->r.state;
 
-	switch (f->r.state) {
-	case FR_FIELD:
-	case FR_VALUE:
-		return frame_fail(f, 400, "header_invalid", m);
-	case FR_SIZE:
-	case FR_EXT:
-	case FR_DATA_END:
-		return frame_fail(f, 400, "chunk_invalid", m);
-	}
-	return frame_fail(f, 400, "bad_request", m);
+	return frame_fail(f, 400, st == FR_FIELD || st == FR_VALUE ?
+	    "header_invalid" : st == FR_SIZE || st == FR_EXT ||
+	    st == FR_DATA_END ? "chunk_invalid" : "bad_request",
+	    "a CR is not followed by LF");
 }
 
 /* Forget the request before; the limits stay. */
@@ -279,6 +253,16 @@ frame_version(struct http_frame *f)
 	return 0;
 }
 
+/* The token t..u is name, ignoring ASCII case. */
+static int
+token_is(const unsigned char *t, const unsigned char *u, const char *name)
+{
+	for (; t < u && *name != '\0'; t++, name++)
+		if (to_lower(*t) != (unsigned char)*name)
+			return 0;
+	return t == u && *name == '\0';
+}
+
 static const unsigned char *
 skip_ows(const unsigned char *v, const unsigned char *e)
 {
@@ -355,10 +339,7 @@ frame_te(struct http_frame_state *r)
 				v = skip_token(v, e);
 			v = skip_ows(v, e);
 		}
-		if (u - t == 7 && to_lower(t[0]) == 'c' && to_lower(t[1]) ==
-		    'h' && to_lower(t[2]) == 'u' && to_lower(t[3]) == 'n' &&
-		    to_lower(t[4]) == 'k' && to_lower(t[5]) == 'e' &&
-		    to_lower(t[6]) == 'd') {
+		if (token_is(t, u, "chunked")) {
 			/* chunked has no parameters (RFC 9112 §7) */
 			if (params)
 				goto bad;
@@ -565,6 +546,17 @@ frame_eol(struct http_frame *f)
 	return frame_fail(f, 400, "bad_request", "unexpected line ending");
 }
 
+/* c is CR or LF: a line ends, or will with the LF after a CR. */
+static int
+frame_crlf(struct http_frame *f, unsigned char c)
+{
+	if (c == '\r') {
+		f->r.cr = 1;
+		return 0;
+	}
+	return frame_eol(f);
+}
+
 /* A byte of a chunk extension (RFC 9112 §7.1.1). */
 static int
 frame_ext(struct http_frame *f, unsigned char c)
@@ -601,11 +593,9 @@ frame_ext(struct http_frame *f, unsigned char c)
 		else if (ws)
 			r->sub = r->sub == EX_NAME || r->sub == EX_NAME_BWS ?
 			    EX_NAME_BWS : EX_BWS;
-		else if (end && r->sub != EX_NAME_BWS) {
-			if (c == '\r')
-				r->cr = 1;
-			return c == '\n' ? frame_eol(f) : 0;
-		} else if (!is_tchar(c) || r->sub == EX_NAME_BWS ||
+		else if (end && r->sub != EX_NAME_BWS)
+			return frame_crlf(f, c);
+		else if (!is_tchar(c) || r->sub == EX_NAME_BWS ||
 		    r->sub == EX_QEND)
 			break;
 		return 0;
@@ -669,10 +659,8 @@ frame_byte(struct http_frame *f, unsigned char c)
 
 	switch (r->state) {
 	case FR_START:
-		if (c == '\r' || c == '\n') {
-			r->cr = c == '\r';
-			return c == '\n' ? frame_eol(f) : 0;
-		}
+		if (c == '\r' || c == '\n')
+			return frame_crlf(f, c);
 		r->state = FR_METHOD;
 		r->n = r->k = 0;
 		return frame_byte(f, c);	/* once: now FR_METHOD */
@@ -696,20 +684,16 @@ frame_byte(struct http_frame *f, unsigned char c)
 			break;
 		return 0;
 	case FR_VERSION:
-		if (c == '\r' || c == '\n') {
-			r->cr = c == '\r';
-			return c == '\n' ? frame_eol(f) : 0;
-		}
+		if (c == '\r' || c == '\n')
+			return frame_crlf(f, c);
 		if (r->k >= sizeof(r->version))
 			break;
 		r->version[r->k++] = c;
 		return 0;
 
 	case FR_FIELD:
-		if (c == '\r' || c == '\n') {
-			r->cr = c == '\r';
-			return c == '\n' ? frame_eol(f) : 0;
-		}
+		if (c == '\r' || c == '\n')
+			return frame_crlf(f, c);
 		if (c == ' ' || c == '\t')
 			return frame_fail(f, 400, "header_invalid",
 			    "a field line starts with whitespace (obs-fold)");
@@ -729,15 +713,13 @@ frame_byte(struct http_frame *f, unsigned char c)
 			return frame_fail(f, 400, "header_invalid",
 			    "a field name is malformed or has no colon");
 		if (r->k < sizeof(r->name))
-			r->name[r->k] = to_lower(c);
+			r->name[r->k] = (unsigned char)to_lower(c);
 		if (r->k < SIZE_MAX)
 			r->k++;
 		return 0;
 	case FR_VALUE:
-		if (c == '\r' || c == '\n') {
-			r->cr = c == '\r';
-			return c == '\n' ? frame_eol(f) : 0;
-		}
+		if (c == '\r' || c == '\n')
+			return frame_crlf(f, c);
 		if (c == ' ' || c == '\t') {
 			/* evhttp strips only SP before a value: a tab
 			 * there would hide "chunked" from it */
@@ -747,7 +729,8 @@ frame_byte(struct http_frame *f, unsigned char c)
 			r->vows = r->vseen;
 			return 0;
 		}
-		if (!is_vchar(c))
+		/* field-vchar: visible ASCII or obs-text (RFC 9110 §5.5) */
+		if (c <= 0x20 || c == 0x7f)
 			return frame_fail(f, 400, "header_invalid",
 			    "a control character in a field value");
 		frame_value(r, c);
@@ -767,10 +750,8 @@ frame_byte(struct http_frame *f, unsigned char c)
 		if (r->k == 0)
 			return frame_fail(f, 400, "chunk_invalid",
 			    "a chunk size is not hexadecimal digits");
-		if (c == '\r' || c == '\n') {
-			r->cr = c == '\r';
-			return c == '\n' ? frame_eol(f) : 0;
-		}
+		if (c == '\r' || c == '\n')
+			return frame_crlf(f, c);
 		if (c == ';')
 			r->sub = EX_NAME0;
 		else if (c == ' ' || c == '\t')
@@ -783,10 +764,8 @@ frame_byte(struct http_frame *f, unsigned char c)
 	case FR_EXT:
 		return frame_ext(f, c);
 	case FR_DATA_END:
-		if (c == '\r' || c == '\n') {
-			r->cr = c == '\r';
-			return c == '\n' ? frame_eol(f) : 0;
-		}
+		if (c == '\r' || c == '\n')
+			return frame_crlf(f, c);
 		return frame_fail(f, 400, "chunk_invalid",
 		    "chunk data is not followed by CRLF");
 	}
