@@ -1,6 +1,5 @@
 /*
- * http_frame.c - strict HTTP/1.1 request framing (RFC 9112) of a
- * connection's raw bytes
+ * http_frame.c - strict HTTP/1.1 request framing (RFC 9112) of a connection's raw bytes
  *
  * Why this exists.  evhttp (libevent 2.1.12) parses requests leniently
  * and gives a server no hook into its parser: it uses the first of two
@@ -10,8 +9,10 @@
  * that frames the same bytes per RFC 9112 then disagrees with evhttp on
  * where a request ends, and what one takes as a body the other answers as
  * a request (request smuggling).  This module frames the bytes first,
- * strictly, and refuses every stream on which the two could disagree;
- * what it lets through, evhttp frames the same way.
+ * strictly, and refuses every stream on which the two could disagree:
+ * what it lets through, evhttp frames the same way or refuses (evhttp
+ * 2.1 refuses chunk extensions and empty lines before a request, which
+ * RFC 9112 allows and this module accepts).
  *
  * A byte-at-a-time state machine: each byte is looked at once, in any
  * split of the stream, and body bytes are skipped in bulk.  Nothing is
