@@ -7,9 +7,10 @@
  * program reads.  -t, start-up and reload all go through conf_load(), so
  * they report the same errors the same way.
  *
- * The file is read here, not by libconfuse: only a regular file of at most
- * CONF_MAX_SIZE bytes without a NUL byte is handed to the parser, so a
- * FIFO, a device or a huge file cannot block or exhaust the process.
+ * The file is read by conf_text.c, not by libconfuse: only a regular file
+ * of at most CONF_MAX_SIZE bytes without a NUL byte is handed to the
+ * parser, so a FIFO, a device or a huge file cannot block or exhaust the
+ * process.
  */
 #include "config.h"
 
@@ -17,42 +18,23 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <confuse.h>
 
 #include "outboxd.h"
 #include "broker.h"
+#include "conf.h"
 
 #define CONF_ERR_MAX	512
-#define CONF_SPANS_MAX	32	/* secret assignments noted per file */
-
-/*
- * Where the file sets a key whose value is a secret: the lines from the
- * key to the end of its value, and the value's text.  Found by a lexical
- * scan before the parse, so that an error on those lines, whose text
- * libconfuse may have taken from the value, is reported without it; and
- * so that a file others can read is known to hold secrets.
- */
-struct conf_span {
-	char		 key[40];	/* "aws.secret_access_key" */
-	int		 first, last;	/* lines */
-	const char	*value;		/* into the file's buffer */
-	size_t		 len;
-	int		 quote;		/* '"', '\'' or 0 (bare) */
-};
 
 /* Error text of the parse in progress; libconfuse reports through a
  * callback, and sections have no filename of their own. */
 static char		 conf_errbuf[CONF_ERR_MAX];
 static const char	*conf_errpath;
-static struct conf_span	 conf_spans[CONF_SPANS_MAX];
-static int		 conf_nspans;
-static int		 conf_spans_full;	/* > CONF_SPANS_MAX */
+static struct conf_secrets conf_secrets;	/* of the file being parsed */
 
 /* The secret span holding line, or NULL. */
 static const struct conf_span *
@@ -60,9 +42,10 @@ conf_span_at(int line)
 {
 	int	i;
 
-	for (i = 0; i < conf_nspans; i++)
-		if (line >= conf_spans[i].first && line <= conf_spans[i].last)
-			return &conf_spans[i];
+	for (i = 0; i < conf_secrets.n; i++)
+		if (line >= conf_secrets.spans[i].first &&
+		    line <= conf_secrets.spans[i].last)
+			return &conf_secrets.spans[i];
 	return NULL;
 }
 
@@ -82,10 +65,11 @@ conf_span_quoted(const char *msg)
 		if ((b = strchr(a + 1, '\'')) == NULL)
 			break;
 		if ((n = b - a - 1) >= 3)	/* not "=", "{", "}" */
-			for (i = 0; i < conf_nspans; i++)
-				if (memmem(conf_spans[i].value,
-				    conf_spans[i].len, a + 1, n) != NULL)
-					return &conf_spans[i];
+			for (i = 0; i < conf_secrets.n; i++)
+				if (memmem(conf_secrets.spans[i].value,
+				    conf_secrets.spans[i].len, a + 1, n) !=
+				    NULL)
+					return &conf_secrets.spans[i];
 	}
 	return NULL;
 }
@@ -105,7 +89,8 @@ conf_errfunc(cfg_t *cfg, const char *fmt, va_list ap)
 	if ((sp = conf_span_at(line)) != NULL)
 		snprintf(msg, sizeof(msg), "the value of %s is malformed "
 		    "(quote it)", sp->key);
-	else if ((sp = conf_span_quoted(msg)) != NULL || conf_spans_full)
+	else if ((sp = conf_span_quoted(msg)) != NULL ||
+	    conf_secrets.full)
 		snprintf(msg, sizeof(msg), "syntax error (its text is not "
 		    "shown: it may come from the value of %s)",
 		    sp != NULL ? sp->key : "a secret key");
@@ -408,299 +393,6 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "dynamodb|endpoint_url", conf_v_url);
 }
 
-/* What a file that is not a regular file is, for the refusal. */
-static const char *
-conf_file_kind(mode_t m)
-{
-	if (S_ISDIR(m))
-		return "a directory";
-	if (S_ISFIFO(m))
-		return "a FIFO (named pipe)";
-	if (S_ISCHR(m))
-		return "a character device";
-	if (S_ISBLK(m))
-		return "a block device";
-	if (S_ISSOCK(m))
-		return "a socket";
-	return "of an unknown type";
-}
-
-/*
- * Read the whole file into memory: a regular file of at most CONF_MAX_SIZE
- * bytes.  Anything else is refused before it is opened (opening a FIFO
- * waits for a writer, opening a device can do things), and checked again
- * once it is, with O_NONBLOCK so a FIFO swapped in meanwhile cannot block
- * the open.  The read is bounded even when st_size says nothing (/proc).
- * Returns a NUL-terminated malloc'd buffer with its length (which may
- * hold NUL bytes) in *lenp and the file's mode in *modep, or NULL with
- * "FILE: reason" in err.
- */
-static char *
-conf_read(const char *path, size_t *lenp, mode_t *modep, char *err,
-    size_t errlen)
-{
-	struct stat	 st;
-	char		*buf = NULL, *p;
-	size_t		 len = 0, cap;
-	ssize_t		 n;
-	int		 fd = -1, serrno;
-
-	if (stat(path, &st) == -1)
-		goto fail_errno;
-	if (!S_ISREG(st.st_mode))
-		goto not_regular;
-	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
-	    O_NOCTTY)) == -1 || fstat(fd, &st) == -1)
-		goto fail_errno;
-	if (!S_ISREG(st.st_mode))
-		goto not_regular;
-	if (st.st_size > CONF_MAX_SIZE)
-		goto too_large;
-	cap = st.st_size < 4096 ? 4096 : (size_t)st.st_size + 1;
-	if ((buf = malloc(cap + 1)) == NULL)
-		goto fail_errno;
-	for (;;) {
-		if (len == cap) {
-			if (len > CONF_MAX_SIZE)
-				goto too_large;
-			cap = cap * 2 > CONF_MAX_SIZE + 1 ? CONF_MAX_SIZE + 1 :
-			    cap * 2;
-			if ((p = realloc(buf, cap + 1)) == NULL)
-				goto fail_errno;
-			buf = p;
-		}
-		if ((n = read(fd, buf + len, cap - len)) == -1) {
-			if (errno == EINTR)
-				continue;
-			goto fail_errno;
-		}
-		if (n == 0)
-			break;
-		len += n;
-	}
-	if (len > CONF_MAX_SIZE)
-		goto too_large;
-	close(fd);
-	buf[len] = '\0';
-	*lenp = len;
-	*modep = st.st_mode;
-	return buf;
-
-fail_errno:
-	serrno = errno;
-	snprintf(err, errlen, "%s: %s", path, strerror(serrno));
-	goto fail;
-not_regular:
-	snprintf(err, errlen, "%s: is %s, not a regular file", path,
-	    conf_file_kind(st.st_mode));
-	goto fail;
-too_large:
-	snprintf(err, errlen, "%s: is larger than %d bytes (1 MiB), the most "
-	    "a configuration file may hold", path, CONF_MAX_SIZE);
-fail:
-	if (fd != -1)
-		close(fd);
-	free(buf);
-	return NULL;
-}
-
-/* The line of the first NUL byte in buf[0..len), or 0 if there is none.
- * libconfuse would take it for the end of the file. */
-static int
-conf_find_nul(const char *buf, size_t len)
-{
-	const char	*z = memchr(buf, '\0', len), *p;
-	int		 line = 1;
-
-	if (z == NULL)
-		return 0;
-	for (p = buf; p < z; p++)
-		if (*p == '\n')
-			line++;
-	return line;
-}
-
-/*
- * Blank out the comments of buf ("#" and "//" to the end of the line, and
- * C-style blocks), keeping every newline.  libconfuse 3.3 counts each
- * comment line more than once, so error line numbers in a commented file
- * pointed past the fault; with the comments gone its count is right.
- */
-static void
-conf_strip_comments(char *buf)
-{
-	char	*p;
-	int	 quote = 0;
-
-	for (p = buf; *p != '\0'; p++) {
-		if (quote) {
-			if (*p == '\\' && p[1] != '\0')
-				p++;
-			else if (*p == quote)
-				quote = 0;
-		} else if (*p == '"' || *p == '\'') {
-			quote = *p;
-		} else if (*p == '#' || (*p == '/' && p[1] == '/')) {
-			for (; *p != '\0' && *p != '\n'; p++)
-				*p = ' ';
-			if (*p == '\0')
-				break;
-		} else if (*p == '/' && p[1] == '*') {
-			for (; *p != '\0' && !(*p == '*' && p[1] == '/'); p++)
-				if (*p != '\n')
-					*p = ' ';
-			if (*p == '\0')
-				break;
-			p[0] = p[1] = ' ';
-			p++;
-		}
-	}
-}
-
-/* Keys whose value is a secret, wherever they are written (a misplaced
- * one is still somebody's secret). */
-static int
-conf_is_secret_key(const char *k, size_t n)
-{
-	static const char *const	 keys[] = { "secret_access_key",
-					    "session_token", "secret", "token",
-					    "database" };
-	size_t				 i;
-
-	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if (strlen(keys[i]) == n && strncmp(k, keys[i], n) == 0)
-			return 1;
-	return 0;
-}
-
-#define CONF_IS_WORD(c)	(isalnum((unsigned char)(c)) || (c) == '_' || \
-			    (c) == '-' || (c) == '.')
-
-/*
- * Find every "KEY = value" of a secret key in buf (comments stripped) and
- * remember it in conf_spans: a key, "=" or "+=", then a quoted string (to
- * its closing quote) or a bare value (to the end of the line).  Only a
- * sketch of libconfuse's grammar, and it need not be more: it decides
- * what an error message may show, and whether the file holds a secret.
- */
-static void
-conf_scan_secrets(const char *buf)
-{
-	struct conf_span	*sp;
-	const char		*p = buf, *w, *v;
-	char			 section[32] = "";
-	size_t			 wn;
-	int			 line = 1, kline, q;
-
-	conf_nspans = 0;
-	conf_spans_full = 0;
-	while (*p != '\0') {
-		if (*p == '\n') {
-			line++;
-			p++;
-		} else if (*p == '"' || *p == '\'') {
-			for (q = *p++; *p != '\0' && *p != q; p++) {
-				if (*p == '\n')
-					line++;
-				else if (*p == '\\' && p[1] != '\0' &&
-				    p[1] != '\n')
-					p++;
-			}
-			if (*p != '\0')
-				p++;
-		} else if (*p == '}') {
-			section[0] = '\0';
-			p++;
-		} else if (!CONF_IS_WORD(*p)) {
-			p++;
-		} else {
-			for (w = p; CONF_IS_WORD(*p); p++)
-				;
-			wn = p - w;
-			kline = line;
-			for (; isspace((unsigned char)*p); p++)
-				if (*p == '\n')
-					line++;
-			if (*p == '{') {
-				snprintf(section, sizeof(section), "%.*s",
-				    (int)(wn < sizeof(section) ? wn :
-				    sizeof(section) - 1), w);
-				p++;
-				continue;
-			}
-			if (*p == '+' && p[1] == '=')
-				p++;
-			if (*p != '=' || !conf_is_secret_key(w, wn))
-				continue;
-			for (p++; isspace((unsigned char)*p); p++)
-				if (*p == '\n')
-					line++;
-			if (conf_nspans == CONF_SPANS_MAX) {
-				conf_spans_full = 1;
-				continue;
-			}
-			sp = &conf_spans[conf_nspans++];
-			snprintf(sp->key, sizeof(sp->key), "%s%s%.*s",
-			    section, *section ? "." : "", (int)wn, w);
-			sp->first = kline;
-			if (*p == '"' || *p == '\'') {
-				sp->quote = *p++;
-				for (v = p; *p != '\0' && *p != sp->quote;
-				    p++) {
-					if (*p == '\n')
-						line++;
-					else if (*p == '\\' && p[1] != '\0' &&
-					    p[1] != '\n')
-						p++;
-				}
-				sp->value = v;
-				sp->len = p - v;
-				if (*p != '\0')
-					p++;
-			} else {
-				sp->quote = 0;
-				for (v = p; *p != '\0' && *p != '\n'; p++)
-					;
-				sp->value = v;
-				sp->len = p - v;
-			}
-			sp->last = line;
-		}
-	}
-}
-
-/*
- * libconfuse reports an unterminated string at the end of the file, and a
- * later quote closes it, so the fault is far from where it is reported.
- * Strings rarely span lines in this file: return the line where the first
- * one that does opens, or 0 if none does.
- */
-static int
-conf_find_open_quote(const char *buf)
-{
-	const char	*p;
-	int		 line = 1, open_line = 0, quote = 0;
-
-	for (p = buf; *p != '\0'; p++) {
-		if (*p == '\n') {
-			if (quote)
-				return open_line;
-			line++;
-			continue;
-		}
-		if (quote) {
-			if (*p == '\\' && p[1] != '\0' && p[1] != '\n')
-				p++;
-			else if (*p == quote)
-				quote = 0;
-		} else if (*p == '"' || *p == '\'') {
-			quote = *p;
-			open_line = line;
-		}
-	}
-	return quote ? open_line : 0;
-}
-
 static char *
 conf_strdup_or_null(const char *s)
 {
@@ -931,93 +623,6 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	return 0;
 }
 
-/* Does a database value (conninfo or URI, as written) hold a password? */
-static int
-conf_db_has_password(const char *v, size_t n)
-{
-	const char	*p, *end = v + n, *auth, *at = NULL, *q;
-
-	if ((n > 13 && strncmp(v, "postgresql://", 13) == 0) ||
-	    (n > 11 && strncmp(v, "postgres://", 11) == 0)) {
-		auth = strstr(v, "://") + 3;
-		for (p = auth; p < end && *p != '/' && *p != '?' && *p != '#';
-		    p++)
-			if (*p == '@')
-				at = p;
-		if (at != NULL && (q = memchr(auth, ':', at - auth)) != NULL &&
-		    q + 1 < at)
-			return 1;
-	}
-	for (p = v; (p = memmem(p, end - p, "password", 8)) != NULL; p += 8) {
-		if (p > v && !isspace((unsigned char)p[-1]) && p[-1] != '?' &&
-		    p[-1] != '&')
-			continue;
-		for (q = p + 8; q < end && isspace((unsigned char)*q); q++)
-			;
-		if (q < end && *q == '=')
-			return 1;
-	}
-	return 0;
-}
-
-/* A value that is only "${NAME}" keeps its secret in the environment. */
-static int
-conf_span_is_literal(const struct conf_span *sp)
-{
-	if (sp->len == 0)
-		return 0;
-	return !(sp->quote != '\'' && sp->len > 3 &&
-	    strncmp(sp->value, "${", 2) == 0 && sp->value[sp->len - 1] == '}' &&
-	    memchr(sp->value, '}', sp->len) == sp->value + sp->len - 1);
-}
-
-/*
- * A file that every user may read and that holds a secret (the scan of
- * conf_spans) gets a warning, as ssh and PgBouncer give: one line, naming
- * the file and its mode and the keys, never a value.  NULL if none is due.
- */
-static char *
-conf_mode_warning(const char *path, mode_t mode)
-{
-	static const char *const	 keys[] = {
-		"aws.secret_access_key", "aws.session_token", "webhook.secret",
-		"admin.token"
-	};
-	char				 list[160] = "", *w;
-	int				 i, found[5] = { 0 };
-	size_t				 k;
-
-	if (!(mode & S_IROTH))
-		return NULL;
-	for (i = 0; i < conf_nspans; i++) {
-		if (!conf_span_is_literal(&conf_spans[i]))
-			continue;
-		if (strcmp(conf_spans[i].key, "database") == 0) {
-			if (conf_db_has_password(conf_spans[i].value,
-			    conf_spans[i].len))
-				found[4] = 1;
-			continue;
-		}
-		for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
-			if (strcmp(conf_spans[i].key, keys[k]) == 0)
-				found[k] = 1;
-	}
-	for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
-		if (found[k])
-			snprintf(list + strlen(list), sizeof(list) -
-			    strlen(list), "%s%s", *list ? ", " : "", keys[k]);
-	if (found[4])
-		snprintf(list + strlen(list), sizeof(list) - strlen(list),
-		    "%s%s", *list ? ", " : "", "a password in database");
-	if (*list == '\0')
-		return NULL;
-	if (asprintf(&w, "%s: mode %04o lets every user read this file, and "
-	    "it holds secrets (%s): chmod o-r it", path,
-	    (unsigned)(mode & 07777), list) == -1)
-		return NULL;
-	return w;
-}
-
 int
 conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 {
@@ -1038,7 +643,7 @@ conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 		return -1;
 	}
 	conf_strip_comments(buf);
-	conf_scan_secrets(buf);
+	conf_scan_secrets(buf, &conf_secrets);
 	if ((cfg = cfg_init(top_opts, CFGF_NONE)) == NULL) {
 		snprintf(err, errlen, "%s: out of memory", path);
 		free(buf);
@@ -1061,12 +666,12 @@ conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 			snprintf(err, errlen, "%s: parse error", path);
 		free(buf);
 		cfg_free(cfg);
-		conf_nspans = 0;
+		conf_secrets.n = 0;
 		return -1;
 	}
-	warning = conf_mode_warning(path, mode);
+	warning = conf_mode_warning(path, mode, &conf_secrets);
 	free(buf);
-	conf_nspans = 0;	/* the spans pointed into buf */
+	conf_secrets.n = 0;	/* the spans pointed into buf */
 
 	if ((c = calloc(1, sizeof(*c))) == NULL ||
 	    (c->path = strdup(path)) == NULL) {
