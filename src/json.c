@@ -95,10 +95,8 @@ json_ws(const unsigned char *p, const unsigned char *end)
 	return p;
 }
 
-/* Length of the UTF-8 sequence at p (2 to 4; RFC 3629: no overlong form,
- * no surrogate, at most U+10FFFF), or 0 if there is none.  *p >= 0x80. */
-static size_t
-json_utf8(const unsigned char *p, const unsigned char *end)
+size_t
+json_utf8_len(const unsigned char *p, const unsigned char *end)
 {
 	size_t		n, k;
 	unsigned int	c = *p, min;
@@ -196,7 +194,7 @@ json_string(const unsigned char **pp, const unsigned char *end, char *out,
 			goto fail;
 		}
 		if (*p >= 0x80) {
-			if ((n = json_utf8(p, end)) == 0) {
+			if ((n = json_utf8_len(p, end)) == 0) {
 				f = JSON_E_UTF8;
 				goto fail;
 			}

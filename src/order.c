@@ -69,39 +69,15 @@ order_fail(struct order_error *err, int which)
 int
 order_utf8_valid(const unsigned char *s, size_t len)
 {
-	size_t		i = 0, n, k;
-	unsigned int	c, min;
+	const unsigned char	*end = s + len;
+	size_t			 n;
 
-	while (i < len) {
-		c = s[i];
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf) {
+	while (s < end) {
+		if (*s < 0x80)
 			n = 1;
-			c &= 0x1f;
-			min = 0x80;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			n = 2;
-			c &= 0x0f;
-			min = 0x800;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			n = 3;
-			c &= 0x07;
-			min = 0x10000;
-		} else
+		else if ((n = json_utf8_len(s, end)) == 0)
 			return 0;
-		if (len - i <= n)
-			return 0;
-		for (k = 1; k <= n; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return 0;
-			c = (c << 6) | (s[i + k] & 0x3f);
-		}
-		if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-			return 0;
-		i += n + 1;
+		s += n;
 	}
 	return 1;
 }

@@ -417,6 +417,12 @@ struct cJSON	*json_parse(const char *text, size_t len,
 /* A static sentence for people: "request body is not valid JSON: ...". */
 const char	*json_message(enum json_fault f);
 
+/* Length of the UTF-8 sequence at p, *p >= 0x80, that ends before end:
+ * 2 to 4 bytes (RFC 3629: no overlong form, no surrogate, at most
+ * U+10FFFF), or 0 if there is none. */
+size_t		 json_utf8_len(const unsigned char *p,
+		    const unsigned char *end);
+
 /* ---- order.c: POST /orders validation and JSON mapping (no I/O) ------- */
 
 #define ORDER_CUSTOMER_ID_MAX	256	/* bytes of UTF-8 */
