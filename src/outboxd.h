@@ -161,7 +161,8 @@ enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN,
 	LOG_LEVEL_ERROR };
 
 /* Name the writing process ("master", "http", "relay", "consumer";
- * index < 0 = none) for every later line. */
+ * index < 0 = none) for every later line; libevent's own messages become
+ * lines of ours too (warnings rate-limited). */
 void		 log_init(const char *role, int index);
 /* Copy src into dst (size bytes, NUL included), cut if it must be at the
  * start of a UTF-8 sequence, never inside one.  Returns dst. */
