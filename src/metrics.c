@@ -102,6 +102,10 @@ static const char *const metrics_consumer_names[METRICS_NCONSUMER] = {
 	[METRICS_CONSUMER_DUPLICATE] = "duplicate",
 	[METRICS_CONSUMER_ERROR] = "error",
 };
+static const char *const metrics_pause_names[METRICS_NPAUSE] = {
+	[METRICS_PAUSE_DESCRIPTORS] = "descriptors",
+	[METRICS_PAUSE_MAX_CONNECTIONS] = "max_connections",
+};
 static const char *const metrics_role_names[] = {
 	"http", "relay", "consumer", "admin"
 };
@@ -146,6 +150,7 @@ struct metrics_shm {
 	uint64_t	retention_errors;	/* its deletes that failed */
 	uint64_t	handoff_rows;		/* taken by relay 1 */
 	uint64_t	handoff_failed;		/* not handed over */
+	uint64_t	accept_paused[METRICS_NPAUSE];
 	int64_t		workers_up;
 	int64_t		workers_desired;
 	int64_t		start_time;	/* s since the epoch */
@@ -299,6 +304,14 @@ metrics_set_workers(int up, int desired)
 		return;
 	STORE(&metrics_shm->workers_up, (int64_t)up);
 	STORE(&metrics_shm->workers_desired, (int64_t)desired);
+}
+
+void
+metrics_accept_paused(int why)
+{
+	if (metrics_shm == NULL || why < 0 || why >= METRICS_NPAUSE)
+		return;
+	ADD(&metrics_shm->accept_paused[why], 1);
 }
 
 /* ---- the outbox figures ---------------------------------------------- */
@@ -623,6 +636,16 @@ metrics_render(size_t *len)
 		    labels, &m->http_duration[i], metrics_http_bounds,
 		    NELEM(metrics_http_bounds));
 	}
+
+	metrics_family(&b, "outboxd_http_accept_paused_total", "counter",
+	    "Times an HTTP worker stopped accepting connections, by reason "
+	    "(descriptors: accept() ran out of file descriptors, retried "
+	    "after 250 ms; max_connections: http.max_connections open, until "
+	    "one closes).");
+	for (i = 0; i < METRICS_NPAUSE; i++)
+		metrics_printf(&b, "outboxd_http_accept_paused_total{reason="
+		    "\"%s\"} %" PRIu64 "\n", metrics_pause_names[i],
+		    LOAD(&m->accept_paused[i]));
 
 	metrics_family(&b, "outboxd_worker_restarts_total", "counter",
 	    "Workers respawned by the master after they died, by role.");

@@ -60,6 +60,12 @@ struct pg_result;
 
 /* ---- conf.c: the only file that knows libconfuse ---------------------- */
 
+/* Descriptors an HTTP worker keeps for itself (listening socket, event
+ * base, signals, log, handoff socket, a reconnect under way, stdio)
+ * besides its http.db_connections and its client connections: what
+ * http.max_connections is checked against RLIMIT_NOFILE with. */
+#define HTTP_FD_RESERVE		32
+
 enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP };
 
 struct conf {
@@ -79,6 +85,9 @@ struct conf {
 		int	 workers;
 		long	 max_body_size;		/* bytes */
 		int	 db_connections;	/* per HTTP worker */
+		int	 max_connections;	/* client connections per HTTP
+						   worker; 0 = what
+						   RLIMIT_NOFILE leaves */
 	} http;
 
 	struct {
@@ -449,6 +458,10 @@ void		 metrics_retention(int failed, long n);
 void		 metrics_handoff(int taken, int failed);
 /* The master: running workers of the current generation, and wanted. */
 void		 metrics_set_workers(int up, int desired);
+/* An HTTP worker stopped accepting (enum metrics_accept_pause). */
+enum metrics_accept_pause { METRICS_PAUSE_DESCRIPTORS,
+	METRICS_PAUSE_MAX_CONNECTIONS, METRICS_NPAUSE };
+void		 metrics_accept_paused(int why);
 
 /* The statement whose answer metrics_outbox_store() takes: pending and
  * failed counts, age of the oldest pending row (ms), the pause switch. */
