@@ -558,8 +558,9 @@ http_worker_free(struct http_worker *w)
 		event_base_free(w->base);
 }
 
-/* Open the pool (blocking, at start only) and begin each setup: the
- * orders' statements, then the question whether a trigger notifies. */
+/* Open the pool (blocking, at start only; a link that cannot connect
+ * retries with backoff) and begin each setup: the orders' statements,
+ * then the question whether a trigger notifies. */
 static int
 http_worker_pool(struct http_worker *w)
 {
@@ -589,9 +590,11 @@ http_worker_pool(struct http_worker *w)
  * (already listening and non-blocking; shared with the other HTTP
  * workers, left open for the caller) until SIGTERM and the drain
  * that follows.  Opens conf->http.db_connections PostgreSQL connections
- * with db_connect() first.  Returns the exit status: 0 after a graceful
- * stop, 1 if the worker could not start (no database, no memory), so the
- * master respawns it with backoff.  Source: libevent 2.1 evhttp and
+ * with db_connect() first; without a database it serves all the same
+ * (503 database_unavailable, /readyz 503) while they reconnect.  Returns
+ * the exit status: 0 after a graceful stop, 1 if the worker could not
+ * start (no memory, no listener), so the master respawns it with
+ * backoff.  Source: libevent 2.1 evhttp and
  * bufferevent, libpq asynchronous command processing.
  */
 int

@@ -195,8 +195,9 @@ struct http_pool_ops {
 /*
  * Open nlinks (at least 1) connections to conninfo with db_connect()
  * (blocking: at the worker's start only) and begin each one's setup;
- * ops is copied.  NULL (logged) if one cannot be opened or memory is
- * short.  Free with http_pool_free().
+ * ops is copied.  One that cannot be opened is logged and reconnects with
+ * backoff, as after a lost link.  NULL (logged) if memory is short.
+ * Free with http_pool_free().
  */
 struct http_pool *http_pool_new(struct event_base *, const char *conninfo,
 		    int nlinks, const struct http_pool_ops *);

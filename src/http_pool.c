@@ -690,21 +690,16 @@ http_pool_new(struct event_base *base, const char *conninfo, int nlinks,
 			return NULL;
 		}
 	}
+	/* A server that is not there yet is a lost link: the worker starts
+	 * all the same, answers 503 and reconnects with backoff, as after
+	 * an outage (the master checked the schema if it could). */
 	for (i = 0; i < nlinks; i++) {
 		l = &pool->links[i];
 		if ((l->pg = db_connect(conninfo, "http", err,
-		    sizeof(err))) == NULL) {
-			log_error("database: %s", err);
-			http_pool_free(pool);
-			return NULL;
-		}
-		if (http_link_attach(l) == -1) {
-			log_error("database connection %d: cannot use it: %s",
-			    i, db_errline(err, sizeof(err),
-			    PQerrorMessage(l->pg)));
-			http_pool_free(pool);
-			return NULL;
-		}
+		    sizeof(err))) == NULL)
+			http_link_fail(l, "connect", err);
+		else if (http_link_attach(l) == -1)
+			http_link_broken(l, "attach");
 	}
 	return pool;
 }
