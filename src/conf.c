@@ -98,6 +98,7 @@ CONF_RANGE(conf_v_msgsize, 1024, 1024L * 1024)
 CONF_RANGE(conf_v_retention, 0, 3650L * 24 * 3600)
 CONF_RANGE(conf_v_hooktimeout, 100, 600L * 1000)
 CONF_RANGE(conf_v_maxconns, 0, 1048576)
+CONF_RANGE(conf_v_unready, 0, 24L * 3600 * 1000)
 
 static int
 conf_v_sink(cfg_t *cfg, cfg_opt_t *opt)
@@ -241,6 +242,7 @@ static cfg_opt_t relay_opts[] = {
 	CFG_INT("max_message_size", 262144, CFGF_NONE),
 	CFG_INT("retention", 604800, CFGF_NONE),
 	CFG_BOOL("handoff", cfg_true, CFGF_NONE),
+	CFG_INT("unready_after", 60000, CFGF_NONE),
 	CFG_END()
 };
 
@@ -328,6 +330,7 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "relay|backoff_max", conf_v_backoff);
 	cfg_set_validate_func(cfg, "relay|max_message_size", conf_v_msgsize);
 	cfg_set_validate_func(cfg, "relay|retention", conf_v_retention);
+	cfg_set_validate_func(cfg, "relay|unready_after", conf_v_unready);
 	cfg_set_validate_func(cfg, "webhook|url", conf_v_url);
 	cfg_set_validate_func(cfg, "webhook|timeout", conf_v_hooktimeout);
 	cfg_set_validate_func(cfg, "consumer|workers", conf_v_workers);
@@ -605,6 +608,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->relay.max_message_size = cfg_getint(r, "max_message_size");
 	c->relay.retention = cfg_getint(r, "retention");
 	c->relay.handoff = cfg_getbool(r, "handoff");
+	c->relay.unready_after = cfg_getint(r, "unready_after");
 	c->webhook.url = conf_strdup_or_null(cfg_getstr(w, "url"));
 	c->webhook.secret = conf_strdup_or_null(cfg_getstr(w, "secret"));
 	c->webhook.timeout = cfg_getint(w, "timeout");

@@ -662,6 +662,7 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 	}
 	if (http_guard_listen(&w) == -1)
 		goto fail;
+	metrics_set_sink_unready(conf->relay.unready_after);
 
 	log_info("serving with %d database connections, at most %d client "
 	    "connections", http_pool_size(w.pool), w.max_conns);

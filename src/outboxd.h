@@ -104,6 +104,9 @@ struct conf {
 		long	 retention;		/* s sent rows are kept; 0 = ever */
 		int	 handoff;		/* HTTP workers hand rows to
 						   relay 1 (handoff.c) */
+		long	 unready_after;		/* ms the sink may fail every
+						   publish before /readyz
+						   says 503; 0 = never */
 	} relay;
 
 	struct {
@@ -462,6 +465,13 @@ void		 metrics_set_workers(int up, int desired);
 enum metrics_accept_pause { METRICS_PAUSE_DESCRIPTORS,
 	METRICS_PAUSE_MAX_CONNECTIONS, METRICS_NPAUSE };
 void		 metrics_accept_paused(int why);
+/* A relay's chunk: some message was sent (ok 1), or none was and the
+ * sink itself failed (ok 0, reason the enum sink_reason of a failure
+ * that is the sink's, not the message's).  /readyz reads the times. */
+void		 metrics_sink_outcome(int ok, int reason);
+/* This process's /readyz says 503 once the sink has failed every
+ * publish for ms (relay.unready_after; 0 = never, the default). */
+void		 metrics_set_sink_unready(long ms);
 
 /* The statement whose answer metrics_outbox_store() takes: pending and
  * failed counts, age of the oldest pending row (ms), the pause switch. */
@@ -478,7 +488,9 @@ char		*metrics_render(size_t *len);
 /* Escape a label value (\, \", \n) into dst; returns its length. */
 size_t		 metrics_label_escape(char *dst, size_t size, const char *v);
 /* The /readyz body into buf and its length: ready when the stored outbox
- * query answered, the schema is there and every worker runs.  db_down
+ * query answered, the schema is there, every worker runs and the sink
+ * has not failed every publish for metrics_set_sink_unready()'s time
+ * ("sink": "ok" or "failing").  db_down
  * non-NULL: this worker has no database connection (the reason).
  * Returns the HTTP status (200 or 503), or -1 if buf is too small. */
 int		 metrics_ready(char *buf, size_t size, const char *db_down,
