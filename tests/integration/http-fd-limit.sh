@@ -135,7 +135,7 @@ check "the log stays small while descriptors are out ($lines lines about accepti
 	[ "$lines" -ge 1 -a "$lines" -le 4 -a "$bytes" -lt 4096 ]
 check "the workers do not spin on accept() (CPU $t1 and $t2 ticks < 20% of $((3 * hz)))" \
 	[ $((t1 * 5)) -lt $((3 * hz)) -a $((t2 * 5)) -lt $((3 * hz)) ]
-grep -E 'cannot accept a connection' "$OUTBOXD_LOG" | head -2 | sed 's/^/    /'
+{ grep -E 'cannot accept a connection' "$OUTBOXD_LOG" || true; } | head -2 | sed 's/^/    /'
 check "the line is logfmt from the worker" \
 	grep -qE '^time=[^ ]+ level=warn role=http\.[12] pid=[0-9]+ msg="cannot accept a connection: Too many open files' "$OUTBOXD_LOG"
 
@@ -178,7 +178,7 @@ wait "$probe" || true
 read -r st at <"$T_DIR/probe.out" || true
 say "connection $((CAP + 1)): ${st:-?} at $((${at:-0} - t0)) ms after one of the $CAP closed"
 check_eq "  ... and is answered once one of them closes" 200 "${st:-none}"
-check "  ... within about a second ($((${at:-99999} - t0)) ms <= 1000)" [ $((${at:-99999} - t0)) -le 1000 ]
+check "  ... within about a second ($((${at:-99999} - t0)) ms, 0 to 1000)" [ $((${at:-99999} - t0)) -ge 0 -a $((${at:-99999} - t0)) -le 1000 ]
 hold_stop capped
 scrape "$T_DIR/m3" || fail "scrape after the cap"
 n=$(delta "$T_DIR/m2" "$T_DIR/m3" 'outboxd_http_accept_paused_total{reason="max_connections"}')
