@@ -195,8 +195,9 @@ struct http_pool_ops {
 /*
  * Open nlinks (at least 1) connections to conninfo with db_connect()
  * (blocking: at the worker's start only) and begin each one's setup;
- * ops is copied.  One that cannot be opened is logged and reconnects with
- * backoff, as after a lost link.  NULL (logged) if memory is short.
+ * ops is copied.  One that cannot be opened because the server is away is
+ * logged and reconnects with backoff, as after a lost link.  NULL (logged)
+ * if the server refuses the connection or memory is short.
  * Free with http_pool_free().
  */
 struct http_pool *http_pool_new(struct event_base *, const char *conninfo,

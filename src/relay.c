@@ -295,11 +295,19 @@ relay_main(struct conf *conf, int index)
 		fatalx("httpc_new failed");
 	if (proc_worker_signals(r.base, relay_stop, &r) == -1)
 		fatalx("cannot install signal handlers");
-	/* Without a database at start the relay runs all the same and
-	 * reconnects with backoff, as after an outage. */
-	if (relay_pg_open(&r, err, sizeof(err)) == -1)
+	/* Without a server at start the relay runs all the same and
+	 * reconnects with backoff, as after an outage; one that refuses the
+	 * connection is a setting to fix. */
+	switch (relay_pg_open(&r, err, sizeof(err))) {
+	case -1:
 		log_warnx("PostgreSQL unreachable at start (retrying with "
 		    "backoff): %s", err);
+		break;
+	case -2:
+		/* Left to the master's restart backoff, and its giving up. */
+		log_error("cannot connect to PostgreSQL: %s", err);
+		return 1;
+	}
 	r.record_ev = evtimer_new(r.base, relay_on_record, &r);
 	r.give_up = evtimer_new(r.base, relay_on_give_up, &r);
 	r.master_stop_ev = evtimer_new(r.base, relay_on_master_stop_wait, &r);
