@@ -14,6 +14,7 @@
  */
 #include "config.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <ctype.h>
@@ -154,6 +155,8 @@ CONF_RANGE(conf_v_backoff, 10, 24L * 3600 * 1000)
 CONF_RANGE(conf_v_msgsize, 1024, 1024L * 1024)
 CONF_RANGE(conf_v_retention, 0, 3650L * 24 * 3600)
 CONF_RANGE(conf_v_hooktimeout, 100, 600L * 1000)
+CONF_RANGE(conf_v_maxconns, 0, 1048576)
+CONF_RANGE(conf_v_unready, 0, 24L * 3600 * 1000)
 
 static int
 conf_v_sink(cfg_t *cfg, cfg_opt_t *opt)
@@ -280,6 +283,7 @@ static cfg_opt_t http_opts[] = {
 	CFG_INT("workers", 2, CFGF_NONE),
 	CFG_INT("max_body_size", 65536, CFGF_NONE),
 	CFG_INT("db_connections", 1, CFGF_NONE),
+	CFG_INT("max_connections", 0, CFGF_NONE),
 	CFG_END()
 };
 
@@ -296,6 +300,7 @@ static cfg_opt_t relay_opts[] = {
 	CFG_INT("max_message_size", 262144, CFGF_NONE),
 	CFG_INT("retention", 604800, CFGF_NONE),
 	CFG_BOOL("handoff", cfg_true, CFGF_NONE),
+	CFG_INT("unready_after", 60000, CFGF_NONE),
 	CFG_END()
 };
 
@@ -371,6 +376,7 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "http|workers", conf_v_workers);
 	cfg_set_validate_func(cfg, "http|max_body_size", conf_v_body);
 	cfg_set_validate_func(cfg, "http|db_connections", conf_v_dbconns);
+	cfg_set_validate_func(cfg, "http|max_connections", conf_v_maxconns);
 	cfg_set_validate_func(cfg, "relay|workers", conf_v_workers);
 	cfg_set_validate_func(cfg, "relay|batch_size", conf_v_batch);
 	cfg_set_validate_func(cfg, "relay|poll_interval", conf_v_poll);
@@ -382,6 +388,7 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "relay|backoff_max", conf_v_backoff);
 	cfg_set_validate_func(cfg, "relay|max_message_size", conf_v_msgsize);
 	cfg_set_validate_func(cfg, "relay|retention", conf_v_retention);
+	cfg_set_validate_func(cfg, "relay|unready_after", conf_v_unready);
 	cfg_set_validate_func(cfg, "webhook|url", conf_v_url);
 	cfg_set_validate_func(cfg, "webhook|timeout", conf_v_hooktimeout);
 	cfg_set_validate_func(cfg, "consumer|workers", conf_v_workers);
@@ -482,6 +489,34 @@ conf_fill_admin(cfg_t *a, struct conf *c, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * An HTTP worker's client connections, database connections and its own
+ * HTTP_FD_RESERVE must fit in the limit on open files this process (and
+ * so every worker) has: else accept() would take the descriptors a
+ * reconnect to the database needs.  http.max_connections 0 takes what is
+ * left (http.c), which must be at least one.
+ */
+static int
+conf_check_nofile(const struct conf *c, char *err, size_t errlen)
+{
+	struct rlimit	rl;
+	long long	need, own = HTTP_FD_RESERVE + c->http.db_connections;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	need = own + (c->http.max_connections > 0 ?
+	    c->http.max_connections : 1);
+	if (need <= (long long)rl.rlim_cur)
+		return 0;
+	snprintf(err, errlen, "%s: http.max_connections = %d needs %lld open "
+	    "files per HTTP worker (with http.db_connections and %d of its "
+	    "own), but the limit on open files (RLIMIT_NOFILE) is %lld: lower "
+	    "http.max_connections or raise the limit (LimitNOFILE= of the "
+	    "systemd unit, ulimit -n)", c->path, c->http.max_connections,
+	    need, HTTP_FD_RESERVE, (long long)rl.rlim_cur);
+	return -1;
+}
+
 static int
 conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 {
@@ -521,6 +556,9 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->http.workers = cfg_getint(h, "workers");
 	c->http.max_body_size = cfg_getint(h, "max_body_size");
 	c->http.db_connections = cfg_getint(h, "db_connections");
+	c->http.max_connections = cfg_getint(h, "max_connections");
+	if (c->http.workers > 0 && conf_check_nofile(c, err, errlen) == -1)
+		return -1;
 
 	c->relay.workers = cfg_getint(r, "workers");
 	c->relay.batch_size = cfg_getint(r, "batch_size");
@@ -535,6 +573,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->relay.max_message_size = cfg_getint(r, "max_message_size");
 	c->relay.retention = cfg_getint(r, "retention");
 	c->relay.handoff = cfg_getbool(r, "handoff");
+	c->relay.unready_after = cfg_getint(r, "unready_after");
 	c->webhook.url = conf_strdup_or_null(cfg_getstr(w, "url"));
 	c->webhook.secret = conf_strdup_or_null(cfg_getstr(w, "secret"));
 	c->webhook.timeout = cfg_getint(w, "timeout");

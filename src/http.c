@@ -30,7 +30,6 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <event2/listener.h>
 #include <libpq-fe.h>
 
 #include "outboxd.h"
@@ -520,9 +519,7 @@ http_on_stop(void *arg, int deadline)
 	w->stopping = 1;
 	/* Disabled, not closed: the other workers go on accepting on the
 	 * shared socket; evhttp_free() closes our duplicate at exit. */
-	if (w->bound != NULL)
-		evconnlistener_disable(evhttp_bound_socket_get_listener(
-		    w->bound));
+	http_guard_stop(w);
 	log_info("stopping: %d requests in progress", w->inflight);
 	/*
 	 * A connection accepted just before the stop may not have sent its
@@ -548,6 +545,7 @@ http_worker_free(struct http_worker *w)
 	/* Frees every connection: their guards go with them. */
 	if (w->http != NULL)
 		evhttp_free(w->http);
+	http_guard_free(w);
 	http_pool_free(w->pool);
 	http_wake_free(w);
 	if (w->drain_ev != NULL)
@@ -560,8 +558,9 @@ http_worker_free(struct http_worker *w)
 		event_base_free(w->base);
 }
 
-/* Open the pool (blocking, at start only) and begin each setup: the
- * orders' statements, then the question whether a trigger notifies. */
+/* Open the pool (blocking, at start only; a link that cannot connect
+ * retries with backoff) and begin each setup: the orders' statements,
+ * then the question whether a trigger notifies. */
 static int
 http_worker_pool(struct http_worker *w)
 {
@@ -591,9 +590,11 @@ http_worker_pool(struct http_worker *w)
  * (already listening and non-blocking; shared with the other HTTP
  * workers, left open for the caller) until SIGTERM and the drain
  * that follows.  Opens conf->http.db_connections PostgreSQL connections
- * with db_connect() first.  Returns the exit status: 0 after a graceful
- * stop, 1 if the worker could not start (no database, no memory), so the
- * master respawns it with backoff.  Source: libevent 2.1 evhttp and
+ * with db_connect() first; without a database it serves all the same
+ * (503 database_unavailable, /readyz 503) while they reconnect.  Returns
+ * the exit status: 0 after a graceful stop, 1 if the worker could not
+ * start (no memory, no listener), so the master respawns it with
+ * backoff.  Source: libevent 2.1 evhttp and
  * bufferevent, libpq asynchronous command processing.
  */
 int
@@ -609,6 +610,7 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 	w.index = index;
 	TAILQ_INIT(&w.spare);
 	TAILQ_INIT(&w.conns);
+	TAILQ_INIT(&w.fresh);
 	w.max_body = conf->http.max_body_size > 0 ?
 	    (size_t)conf->http.max_body_size : 0;
 
@@ -632,7 +634,10 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 		goto fail;
 	}
 	evhttp_set_gencb(w.http, http_request, &w);
-	http_guard_attach(&w);
+	if (http_guard_attach(&w) == -1) {
+		log_warnx("event_new failed");
+		goto fail;
+	}
 	evhttp_set_timeout(w.http, HTTP_IO_TIMEOUT_S);
 	evhttp_set_max_body_size(w.http, (ev_ssize_t)w.max_body);
 	evhttp_set_max_headers_size(w.http, HTTP_HEAD_MAX);
@@ -655,9 +660,12 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 		close(fd);
 		goto fail;
 	}
+	if (http_guard_listen(&w) == -1)
+		goto fail;
+	metrics_set_sink_unready(conf->relay.unready_after);
 
-	log_info("serving with %d database connections",
-	    http_pool_size(w.pool));
+	log_info("serving with %d database connections, at most %d client "
+	    "connections", http_pool_size(w.pool), w.max_conns);
 	if (event_base_dispatch(w.base) == -1) {
 		log_warnx("event loop failed");
 		goto fail;

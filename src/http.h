@@ -92,8 +92,20 @@ struct http_worker {
 	int			 notify_dirty;	/* orders since the last */
 	struct event		*notify_ev;	/* the NOTIFY window */
 	/* http_guard.c's */
-	TAILQ_HEAD(, http_conn)	 conns;
+	TAILQ_HEAD(, http_conn)	 conns;		/* that sent a byte */
+	TAILQ_HEAD(, http_conn)	 fresh;		/* accepted this loop pass */
+	struct event		*adopt_ev;	/* hooks the fresh ones' close */
+	struct event		*resume_ev;	/* accepting again after EMFILE */
+	int			 nconns;	/* open, from accept to close */
+	int			 max_conns;	/* http.max_connections, resolved */
+	int			 paused;	/* HTTP_PAUSED_* bits */
+	struct log_limit	 fd_limit;	/* "cannot accept" */
+	struct log_limit	 cap_limit;	/* "max_connections reached" */
 };
+
+/* Why accepting is paused (http_worker.paused). */
+#define HTTP_PAUSED_FDS		0x1	/* descriptors ran out: retry later */
+#define HTTP_PAUSED_CAP		0x2	/* max_conns open: until one closes */
 
 /* ---- http.c: the worker, its routes, answers and jobs ----------------- */
 
@@ -183,8 +195,10 @@ struct http_pool_ops {
 /*
  * Open nlinks (at least 1) connections to conninfo with db_connect()
  * (blocking: at the worker's start only) and begin each one's setup;
- * ops is copied.  NULL (logged) if one cannot be opened or memory is
- * short.  Free with http_pool_free().
+ * ops is copied.  One that cannot be opened because the server is away is
+ * logged and reconnects with backoff, as after a lost link.  NULL (logged)
+ * if the server refuses the connection or memory is short.
+ * Free with http_pool_free().
  */
 struct http_pool *http_pool_new(struct event_base *, const char *conninfo,
 		    int nlinks, const struct http_pool_ops *);
@@ -245,8 +259,25 @@ void		 http_wake_done(struct http_worker *, struct http_job *,
 
 /* ---- http_guard.c: the per-connection guard --------------------------- */
 
-/* Guard every connection w->http accepts from now on (evhttp_set_bevcb). */
-void		 http_guard_attach(struct http_worker *);
+/* Guard and count every connection w->http accepts from now on
+ * (evhttp_set_bevcb).  -1 if out of memory. */
+int		 http_guard_attach(struct http_worker *);
+/*
+ * Gate w->bound's listener: pause accepting when descriptors run out
+ * (EMFILE, ENFILE: one rate-limited line, retried every
+ * HTTP_ACCEPT_RETRY_MS and at every close) or while w->max_conns
+ * connections are open (until one closes), instead of libevent's warning
+ * on every failed accept.  -1 if out of memory.
+ */
+int		 http_guard_listen(struct http_worker *);
+/* http.max_connections as this worker applies it: the configured value,
+ * or with 0 what RLIMIT_NOFILE leaves after HTTP_FD_RESERVE and the
+ * database connections. */
+int		 http_guard_max_conns(const struct conf *);
+/* Stopping: accept nothing more (the other workers go on). */
+void		 http_guard_stop(struct http_worker *);
+/* After evhttp_free(): free what is left of the guard. */
+void		 http_guard_free(struct http_worker *);
 /* A handler took req / answered it: the guard's count of requests in our
  * hands on its connection. */
 void		 http_guard_request_start(struct http_worker *,

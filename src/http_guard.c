@@ -15,6 +15,15 @@
  *
  * Pages replaced: bad request line, unknown method, Expect other than
  * 100-continue, body or headers over the limits (413).
+ *
+ * It also counts the worker's connections from accept to close and gates
+ * the listener: with http.max_connections open it stops accepting until
+ * one closes, and when accept() runs out of descriptors (EMFILE, ENFILE)
+ * it pauses for HTTP_ACCEPT_RETRY_MS instead of failing again at once,
+ * which libevent would do, and log, in a busy loop while the kernel's
+ * backlog holds a connection.  nginx and PgBouncer back off the same
+ * way.  Pending connections wait in the backlog meanwhile, or go to
+ * another worker.
  */
 #include "config.h"
 
@@ -22,6 +31,9 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
+#include <sys/resource.h>
+
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,20 +43,25 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <event2/listener.h>
 
 #include "outboxd.h"
 #include "http.h"
 
 #define HTTP_REQUEST_TIMEOUT_S	30	/* one request, first byte to last */
 #define HTTP_LINGER_MS		2000	/* reading after a refusal */
+#define HTTP_ACCEPT_RETRY_MS	250	/* out of descriptors: accept again */
+#define HTTP_CONNS_AUTO_MAX	65536	/* http.max_connections 0, at most */
 
 /* One accepted connection as the guard sees it. */
 struct http_conn {
 	struct http_worker		*w;
 	struct bufferevent		*bev;
 	struct evhttp_connection	*evcon;
+	struct evbuffer_cb_entry	*first_cb;	/* till the first byte */
 	struct evbuffer_cb_entry	*in_cb;
 	struct evbuffer_cb_entry	*out_cb;
+	int				 listed;	/* on w->conns */
 	size_t				 pending;	/* bytes not answered */
 	time_t				 started;	/* first of them, s */
 	int				 refusing;
@@ -57,8 +74,8 @@ struct http_conn {
 	TAILQ_ENTRY(http_conn)		 entry;
 };
 
-/* One worker per process: the bufferevent hook has no argument of its own
- * that outlives the accept. */
+/* One worker per process: the listener's error callback gets evhttp's
+ * argument, not ours. */
 static struct http_worker	*http_self;
 
 /* Monotonic seconds, for idle timeouts. */
@@ -86,19 +103,32 @@ http_conn_of(struct http_worker *w, struct evhttp_request *req)
 	return NULL;
 }
 
-/* evhttp is done with the connection (or we are): forget it. */
+static void	http_accept_resume(struct http_worker *);
+
+/* evhttp is done with the connection (or we are): forget it; one more
+ * may be accepted. */
 static void
 http_conn_closed(struct evhttp_connection *evcon, void *arg)
 {
 	struct http_conn	*c = arg;
+	struct http_worker	*w = c->w;
 
 	(void)evcon;
-	if (c->fix_ev != NULL)
-		event_free(c->fix_ev);
-	evbuffer_remove_cb_entry(bufferevent_get_input(c->bev), c->in_cb);
-	evbuffer_remove_cb_entry(bufferevent_get_output(c->bev), c->out_cb);
-	TAILQ_REMOVE(&c->w->conns, c, entry);
+	if (c->listed) {
+		if (c->fix_ev != NULL)
+			event_free(c->fix_ev);
+		evbuffer_remove_cb_entry(bufferevent_get_input(c->bev),
+		    c->in_cb);
+		evbuffer_remove_cb_entry(bufferevent_get_output(c->bev),
+		    c->out_cb);
+		TAILQ_REMOVE(&w->conns, c, entry);
+	} else
+		evbuffer_remove_cb_entry(bufferevent_get_input(c->bev),
+		    c->first_cb);
 	free(c);
+	w->nconns--;
+	/* A descriptor is free now: no need to wait for the timer. */
+	http_accept_resume(w);
 }
 
 /* Hand the connection back to evhttp to be freed; c goes with it. */
@@ -346,76 +376,227 @@ http_conn_output(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 }
 
 /*
- * First bytes on a new connection.  evhttp has set its callbacks on the
- * bufferevent by now, with the connection as their argument (libevent 2.1
- * http.c, evhttp_start_read_): that gives the connection whose close
- * callback frees the guard.  Connections that never send a byte cost
- * nothing.
+ * First bytes on a connection: guard it from now on.  Connections that
+ * never send a byte cost only their struct http_conn.
  */
 static void
 http_conn_first(struct evbuffer *buf, const struct evbuffer_cb_info *info,
     void *arg)
 {
-	struct bufferevent	*bev = arg;
+	struct http_conn	*c = arg;
+
+	if (info->n_added == 0 || c->evcon == NULL || c->listed)
+		return;
+	if (c->fix_ev == NULL &&
+	    (c->fix_ev = event_new(c->w->base, -1, 0, http_conn_fix, c)) ==
+	    NULL)
+		return;		/* try again with the next bytes */
+	if (c->in_cb == NULL &&
+	    (c->in_cb = evbuffer_add_cb(buf, http_conn_input, c)) == NULL)
+		return;
+	if (c->out_cb == NULL && (c->out_cb = evbuffer_add_cb(
+	    bufferevent_get_output(c->bev), http_conn_output, c)) == NULL)
+		return;
+	evbuffer_remove_cb_entry(buf, c->first_cb);
+	c->first_cb = NULL;
+	c->listed = 1;
+	TAILQ_INSERT_TAIL(&c->w->conns, c, entry);
+	http_conn_count(c, info->n_added);
+}
+
+/*
+ * The connections accepted in the loop pass that just ran: evhttp has
+ * made each one's connection by now and set its callbacks on the
+ * bufferevent with the connection as their argument (libevent 2.1 http.c,
+ * evhttp_get_request, evhttp_start_read_), which gives the connection
+ * whose close callback counts the close.  Nothing of theirs can have run
+ * in between (their sockets are read from the next poll on); one that
+ * evhttp freed at once (no memory) has its callbacks cleared, and our
+ * reference kept its bufferevent's memory.
+ */
+static void
+http_conn_adopt(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_worker	*w = arg;
 	struct http_conn	*c;
 	bufferevent_data_cb	 rcb, wcb;
 	bufferevent_event_cb	 ecb;
 	void			*cbarg;
 
-	if (info->n_added == 0)
-		return;
-	bufferevent_getcb(bev, &rcb, &wcb, &ecb, &cbarg);
-	if (cbarg == NULL || evhttp_connection_get_bufferevent(cbarg) != bev)
-		return;
-	if ((c = calloc(1, sizeof(*c))) == NULL)
-		return;		/* try again with the next bytes */
-	c->w = http_self;
-	c->bev = bev;
-	c->evcon = cbarg;
-	c->fix_ev = event_new(c->w->base, -1, 0, http_conn_fix, c);
-	c->in_cb = evbuffer_add_cb(buf, http_conn_input, c);
-	c->out_cb = evbuffer_add_cb(bufferevent_get_output(bev),
-	    http_conn_output, c);
-	if (c->fix_ev == NULL || c->in_cb == NULL || c->out_cb == NULL) {
-		if (c->fix_ev != NULL)
-			event_free(c->fix_ev);
-		if (c->in_cb != NULL)
-			evbuffer_remove_cb_entry(buf, c->in_cb);
-		if (c->out_cb != NULL)
-			evbuffer_remove_cb_entry(bufferevent_get_output(bev),
-			    c->out_cb);
-		free(c);
-		return;
+	(void)fd;
+	(void)what;
+	while ((c = TAILQ_FIRST(&w->fresh)) != NULL) {
+		TAILQ_REMOVE(&w->fresh, c, entry);
+		bufferevent_getcb(c->bev, &rcb, &wcb, &ecb, &cbarg);
+		if (cbarg == NULL ||
+		    evhttp_connection_get_bufferevent(cbarg) != c->bev) {
+			bufferevent_decref(c->bev);
+			free(c);
+			w->nconns--;
+			http_accept_resume(w);
+			continue;
+		}
+		c->evcon = cbarg;
+		evhttp_connection_set_closecb(c->evcon, http_conn_closed, c);
+		bufferevent_decref(c->bev);
 	}
-	TAILQ_INSERT_TAIL(&c->w->conns, c, entry);
-	evhttp_connection_set_closecb(c->evcon, http_conn_closed, c);
-	evbuffer_remove_cb(buf, http_conn_first, bev);
-	http_conn_count(c, info->n_added);
 }
 
-/* evhttp_set_bevcb: the bufferevent of each accepted connection. */
+/* Accepting stops while why (HTTP_PAUSED_*) holds; only the first reason
+ * disables the listener. */
+static void
+http_accept_pause(struct http_worker *w, int why)
+{
+	if (w->paused == 0 && w->bound != NULL)
+		evconnlistener_disable(evhttp_bound_socket_get_listener(
+		    w->bound));
+	w->paused |= why;
+}
+
+/* Accept again if nothing holds it back: not stopping, a connection
+ * below the cap; a pause for descriptors ends at its timer or a close. */
+static void
+http_accept_resume(struct http_worker *w)
+{
+	if (w->paused == 0 || w->stopping || w->bound == NULL)
+		return;
+	if (w->nconns >= w->max_conns)
+		return;
+	w->paused = 0;
+	if (w->resume_ev != NULL)
+		evtimer_del(w->resume_ev);
+	evconnlistener_enable(evhttp_bound_socket_get_listener(w->bound));
+}
+
+static void
+http_accept_retry(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	http_accept_resume(arg);
+}
+
+/* evhttp_set_bevcb: the bufferevent of each accepted connection, counted
+ * from here; at the cap, the listener stops before the next accept (it
+ * checks after every connection). */
 static struct bufferevent *
 http_conn_new(struct event_base *base, void *arg)
 {
+	struct http_worker	*w = arg;
 	struct bufferevent	*bev;
+	struct http_conn	*c;
 
-	(void)arg;
 	if ((bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE)) ==
 	    NULL)
 		return NULL;
-	if (evbuffer_add_cb(bufferevent_get_input(bev), http_conn_first,
-	    bev) == NULL) {
+	if ((c = calloc(1, sizeof(*c))) == NULL ||
+	    (c->first_cb = evbuffer_add_cb(bufferevent_get_input(bev),
+	    http_conn_first, c)) == NULL) {
+		free(c);
 		bufferevent_free(bev);
-		return NULL;
+		return NULL;	/* evhttp makes one, neither guarded nor
+				   counted */
+	}
+	c->w = w;
+	c->bev = bev;
+	bufferevent_incref(bev);	/* till http_conn_adopt() */
+	TAILQ_INSERT_TAIL(&w->fresh, c, entry);
+	event_active(w->adopt_ev, EV_TIMEOUT, 1);
+	if (++w->nconns >= w->max_conns && !w->stopping) {
+		if (!(w->paused & HTTP_PAUSED_CAP)) {
+			metrics_accept_paused(METRICS_PAUSE_MAX_CONNECTIONS);
+			log_limited(&w->cap_limit, LOG_LEVEL_WARN, "%d client "
+			    "connections open (http.max_connections): not "
+			    "accepting more until one closes", w->nconns);
+		}
+		http_accept_pause(w, HTTP_PAUSED_CAP);
 	}
 	return bev;
 }
 
-void
+/*
+ * accept() failed with an error that is not passing (libevent retries
+ * EAGAIN, EINTR, ECONNABORTED itself): out of descriptors, or memory.
+ * Pause, say so once per LOG_LIMIT_MS, try again soon.
+ */
+static void
+http_accept_error(struct evconnlistener *lev, void *arg)
+{
+	struct http_worker	*w = http_self;
+	struct timeval		 tv = clock_tv(HTTP_ACCEPT_RETRY_MS);
+	int			 err = EVUTIL_SOCKET_ERROR();
+
+	(void)lev;
+	(void)arg;
+	metrics_accept_paused(METRICS_PAUSE_DESCRIPTORS);
+	log_limited(&w->fd_limit, LOG_LEVEL_WARN, "cannot accept a "
+	    "connection: %s (%d client connections open); pausing accepts "
+	    "for %d ms", strerror(err), w->nconns, HTTP_ACCEPT_RETRY_MS);
+	http_accept_pause(w, HTTP_PAUSED_FDS);
+	evtimer_add(w->resume_ev, &tv);
+}
+
+int
+http_guard_max_conns(const struct conf *conf)
+{
+	struct rlimit	rl;
+	long		n;
+
+	if (conf->http.max_connections > 0)
+		return conf->http.max_connections;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
+		return HTTP_CONNS_AUTO_MAX;
+	n = (long)rl.rlim_cur - HTTP_FD_RESERVE - conf->http.db_connections;
+	return n < 1 ? 1 : n > HTTP_CONNS_AUTO_MAX ? HTTP_CONNS_AUTO_MAX :
+	    (int)n;
+}
+
+int
 http_guard_attach(struct http_worker *w)
 {
 	http_self = w;
-	evhttp_set_bevcb(w->http, http_conn_new, NULL);
+	w->max_conns = http_guard_max_conns(w->conf);
+	if ((w->adopt_ev = event_new(w->base, -1, 0, http_conn_adopt, w)) ==
+	    NULL || (w->resume_ev = evtimer_new(w->base, http_accept_retry,
+	    w)) == NULL)
+		return -1;
+	evhttp_set_bevcb(w->http, http_conn_new, w);
+	return 0;
+}
+
+int
+http_guard_listen(struct http_worker *w)
+{
+	evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(w->bound),
+	    http_accept_error);
+	return 0;
+}
+
+void
+http_guard_stop(struct http_worker *w)
+{
+	if (w->bound != NULL)
+		evconnlistener_disable(evhttp_bound_socket_get_listener(
+		    w->bound));
+	if (w->resume_ev != NULL)
+		evtimer_del(w->resume_ev);
+}
+
+void
+http_guard_free(struct http_worker *w)
+{
+	struct http_conn	*c;
+
+	/* evhttp_free() has freed their connections: drop our references. */
+	while ((c = TAILQ_FIRST(&w->fresh)) != NULL) {
+		TAILQ_REMOVE(&w->fresh, c, entry);
+		bufferevent_decref(c->bev);
+		free(c);
+	}
+	if (w->adopt_ev != NULL)
+		event_free(w->adopt_ev);
+	if (w->resume_ev != NULL)
+		event_free(w->resume_ev);
 }
 
 void

@@ -6,6 +6,7 @@
  * log_warn/fatal append strerror(errno); log_warnx/fatalx do not (as in
  * OpenBSD daemons).  log_limited() keeps a failing broker from flooding
  * the log: one line per LOG_LIMIT_MS, with a count of those held back.
+ * libevent's own messages come here too (log_init()).
  */
 #include "config.h"
 
@@ -17,6 +18,8 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "outboxd.h"
 
@@ -102,9 +105,35 @@ log_utf8_copy(char *dst, size_t size, const char *src)
 	return dst;
 }
 
+/*
+ * libevent's own messages ("[warn] Error from accept() call: ...") would
+ * go to stderr raw, as often as they happen: into our lines instead, its
+ * warnings and errors rate-limited like a failing broker's.  Called from
+ * inside libevent, so it calls nothing of libevent's.
+ */
+static void
+log_libevent(int severity, const char *msg)
+{
+	static struct log_limit	 limit;
+
+	switch (severity) {
+	case EVENT_LOG_DEBUG:
+		log_debug("libevent: %s", msg);
+		break;
+	case EVENT_LOG_MSG:
+		log_info("libevent: %s", msg);
+		break;
+	default:
+		log_limited(&limit, severity == EVENT_LOG_WARN ?
+		    LOG_LEVEL_WARN : LOG_LEVEL_ERROR, "libevent: %s", msg);
+		break;
+	}
+}
+
 void
 log_init(const char *role, int index)
 {
+	event_set_log_callback(log_libevent);
 	if (index >= 0)
 		snprintf(log_role, sizeof(log_role), "%s.%d", role, index);
 	else

@@ -102,6 +102,10 @@ static const char *const metrics_consumer_names[METRICS_NCONSUMER] = {
 	[METRICS_CONSUMER_DUPLICATE] = "duplicate",
 	[METRICS_CONSUMER_ERROR] = "error",
 };
+static const char *const metrics_pause_names[METRICS_NPAUSE] = {
+	[METRICS_PAUSE_DESCRIPTORS] = "descriptors",
+	[METRICS_PAUSE_MAX_CONNECTIONS] = "max_connections",
+};
 static const char *const metrics_role_names[] = {
 	"http", "relay", "consumer", "admin"
 };
@@ -146,13 +150,21 @@ struct metrics_shm {
 	uint64_t	retention_errors;	/* its deletes that failed */
 	uint64_t	handoff_rows;		/* taken by relay 1 */
 	uint64_t	handoff_failed;		/* not handed over */
+	uint64_t	accept_paused[METRICS_NPAUSE];
 	int64_t		workers_up;
 	int64_t		workers_desired;
 	int64_t		start_time;	/* s since the epoch */
+	/* The relays' sink, in monotonic ms (0 = never): the last chunk
+	 * with a message sent, the first failed one since (0 = none), the
+	 * reason of the last failure. */
+	int64_t		sink_ok_ms __attribute__((aligned(64)));
+	int64_t		sink_failing_ms;
+	int64_t		sink_reason;
 	struct metrics_outbox outbox __attribute__((aligned(64)));
 };
 
 static struct metrics_shm	*metrics_shm;
+static long			 metrics_sink_unready_ms;	/* 0 = off */
 
 #define ADD(p, n)	__atomic_fetch_add((p), (n), __ATOMIC_RELAXED)
 #define LOAD(p)		__atomic_load_n((p), __ATOMIC_RELAXED)
@@ -299,6 +311,39 @@ metrics_set_workers(int up, int desired)
 		return;
 	STORE(&metrics_shm->workers_up, (int64_t)up);
 	STORE(&metrics_shm->workers_desired, (int64_t)desired);
+}
+
+void
+metrics_accept_paused(int why)
+{
+	if (metrics_shm == NULL || why < 0 || why >= METRICS_NPAUSE)
+		return;
+	ADD(&metrics_shm->accept_paused[why], 1);
+}
+
+void
+metrics_sink_outcome(int ok, int reason)
+{
+	int64_t	now = clock_mono_us() / 1000, zero = 0;
+
+	if (metrics_shm == NULL)
+		return;
+	if (ok) {
+		STORE(&metrics_shm->sink_ok_ms, now);
+		STORE(&metrics_shm->sink_failing_ms, 0);
+		return;
+	}
+	STORE(&metrics_shm->sink_reason, (int64_t)reason);
+	/* The first failure since the last success starts the clock; a
+	 * relay that succeeds meanwhile stops it again. */
+	(void)__atomic_compare_exchange_n(&metrics_shm->sink_failing_ms, &zero,
+	    now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+void
+metrics_set_sink_unready(long ms)
+{
+	metrics_sink_unready_ms = ms > 0 ? ms : 0;
 }
 
 /* ---- the outbox figures ---------------------------------------------- */
@@ -624,6 +669,16 @@ metrics_render(size_t *len)
 		    NELEM(metrics_http_bounds));
 	}
 
+	metrics_family(&b, "outboxd_http_accept_paused_total", "counter",
+	    "Times an HTTP worker stopped accepting connections, by reason "
+	    "(descriptors: accept() ran out of file descriptors, retried "
+	    "after 250 ms; max_connections: http.max_connections open, until "
+	    "one closes).");
+	for (i = 0; i < METRICS_NPAUSE; i++)
+		metrics_printf(&b, "outboxd_http_accept_paused_total{reason="
+		    "\"%s\"} %" PRIu64 "\n", metrics_pause_names[i],
+		    LOAD(&m->accept_paused[i]));
+
 	metrics_family(&b, "outboxd_worker_restarts_total", "counter",
 	    "Workers respawned by the master after they died, by role.");
 	for (i = 0; i < METRICS_NROLES; i++)
@@ -661,11 +716,35 @@ done:
 
 /* ---- readiness ------------------------------------------------------- */
 
+/*
+ * Has the sink failed every publish for metrics_sink_unready_ms?  Then
+ * say so after what why (size bytes) holds already and return 1, else 0.
+ * Only the reason class is named: a broker's own text may carry a URL.
+ */
+static int
+metrics_sink_failing(char *why, size_t size)
+{
+	int64_t	since, now, reason;
+	size_t	n = strlen(why);
+
+	if (metrics_sink_unready_ms == 0 ||
+	    (since = LOAD(&metrics_shm->sink_failing_ms)) == 0 ||
+	    (now = clock_mono_us() / 1000) - since < metrics_sink_unready_ms)
+		return 0;
+	reason = LOAD(&metrics_shm->sink_reason);
+	snprintf(why + n, size - n, "%sthe sink is failing: every publish "
+	    "for %" PRId64 " s has failed, the last with a %s error, and none "
+	    "was sent (relay.unready_after %ld ms)", n ? "; " : "",
+	    (now - since) / 1000, reason >= 0 && reason < SINK_NREASONS ?
+	    metrics_reason_names[reason] : "other", metrics_sink_unready_ms);
+	return 1;
+}
+
 int
 metrics_ready(char *buf, size_t size, const char *db_down, size_t *len)
 {
 	struct metrics_outbox	*o;
-	const char		*db = "ok", *schema = "ok";
+	const char		*db = "ok", *schema = "ok", *sink = "ok";
 	char			 err[METRICS_ERROR_MAX], why[512];
 	cJSON			*j;
 	int64_t			 at, state, up = 0, want = 0;
@@ -710,6 +789,10 @@ metrics_ready(char *buf, size_t size, const char *db_down, size_t *len)
 			snprintf(why, sizeof(why), "the outboxd schema is "
 			    "missing (apply sql/schema.sql): %s", err);
 		}
+		if (metrics_sink_failing(why, sizeof(why))) {
+			sink = "failing";
+			ready = 0;
+		}
 		if (up < want) {
 			n = (int)strlen(why);
 			snprintf(why + n, sizeof(why) - (size_t)n, "%s%" PRId64
@@ -726,6 +809,7 @@ metrics_ready(char *buf, size_t size, const char *db_down, size_t *len)
 	    NULL && cJSON_AddStringToObject(j, "message", why) != NULL)) &&
 	    cJSON_AddStringToObject(j, "database", db) != NULL &&
 	    cJSON_AddStringToObject(j, "schema", schema) != NULL &&
+	    cJSON_AddStringToObject(j, "sink", sink) != NULL &&
 	    cJSON_AddNumberToObject(j, "workers_up", (double)up) != NULL &&
 	    cJSON_AddNumberToObject(j, "workers_desired", (double)want) !=
 	    NULL && size <= INT_MAX &&

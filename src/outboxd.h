@@ -60,6 +60,12 @@ struct pg_result;
 
 /* ---- conf.c: the only file that knows libconfuse ---------------------- */
 
+/* Descriptors an HTTP worker keeps for itself (listening socket, event
+ * base, signals, log, handoff socket, a reconnect under way, stdio)
+ * besides its http.db_connections and its client connections: what
+ * http.max_connections is checked against RLIMIT_NOFILE with. */
+#define HTTP_FD_RESERVE		32
+
 enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP };
 
 /* The most bytes a configuration file may hold (conf_load refuses more). */
@@ -86,6 +92,9 @@ struct conf {
 		int	 workers;
 		long	 max_body_size;		/* bytes */
 		int	 db_connections;	/* per HTTP worker */
+		int	 max_connections;	/* client connections per HTTP
+						   worker; 0 = what
+						   RLIMIT_NOFILE leaves */
 	} http;
 
 	struct {
@@ -102,6 +111,9 @@ struct conf {
 		long	 retention;		/* s sent rows are kept; 0 = ever */
 		int	 handoff;		/* HTTP workers hand rows to
 						   relay 1 (handoff.c) */
+		long	 unready_after;		/* ms the sink may fail every
+						   publish before /readyz
+						   says 503; 0 = never */
 	} relay;
 
 	struct {
@@ -172,7 +184,8 @@ enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN,
 	LOG_LEVEL_ERROR };
 
 /* Name the writing process ("master", "http", "relay", "consumer";
- * index < 0 = none) for every later line. */
+ * index < 0 = none) for every later line; libevent's own messages become
+ * lines of ours too (warnings rate-limited). */
 void		 log_init(const char *role, int index);
 /* Copy src into dst (size bytes, NUL included), cut if it must be at the
  * start of a UTF-8 sequence, never inside one.  Returns dst. */
@@ -516,6 +529,17 @@ void		 metrics_retention(int failed, long n);
 void		 metrics_handoff(int taken, int failed);
 /* The master: running workers of the current generation, and wanted. */
 void		 metrics_set_workers(int up, int desired);
+/* An HTTP worker stopped accepting (enum metrics_accept_pause). */
+enum metrics_accept_pause { METRICS_PAUSE_DESCRIPTORS,
+	METRICS_PAUSE_MAX_CONNECTIONS, METRICS_NPAUSE };
+void		 metrics_accept_paused(int why);
+/* A relay's chunk: some message was sent (ok 1), or none was and the
+ * sink itself failed (ok 0, reason the enum sink_reason of a failure
+ * that is the sink's, not the message's).  /readyz reads the times. */
+void		 metrics_sink_outcome(int ok, int reason);
+/* This process's /readyz says 503 once the sink has failed every
+ * publish for ms (relay.unready_after; 0 = never, the default). */
+void		 metrics_set_sink_unready(long ms);
 
 /* The statement whose answer metrics_outbox_store() takes: pending and
  * failed counts, age of the oldest pending row (ms), the pause switch. */
@@ -532,7 +556,9 @@ char		*metrics_render(size_t *len);
 /* Escape a label value (\, \", \n) into dst; returns its length. */
 size_t		 metrics_label_escape(char *dst, size_t size, const char *v);
 /* The /readyz body into buf and its length: ready when the stored outbox
- * query answered, the schema is there and every worker runs.  db_down
+ * query answered, the schema is there, every worker runs and the sink
+ * has not failed every publish for metrics_set_sink_unready()'s time
+ * ("sink": "ok" or "failing").  db_down
  * non-NULL: this worker has no database connection (the reason).
  * Returns the HTTP status (200 or 503), or -1 if buf is too small. */
 int		 metrics_ready(char *buf, size_t size, const char *db_down,

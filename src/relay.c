@@ -295,8 +295,16 @@ relay_main(struct conf *conf, int index)
 		fatalx("httpc_new failed");
 	if (proc_worker_signals(r.base, relay_stop, &r) == -1)
 		fatalx("cannot install signal handlers");
-	/* A failure at start is left to the master's restart backoff. */
-	if (relay_pg_open(&r, err, sizeof(err)) == -1) {
+	/* Without a server at start the relay runs all the same and
+	 * reconnects with backoff, as after an outage; one that refuses the
+	 * connection is a setting to fix. */
+	switch (relay_pg_open(&r, err, sizeof(err))) {
+	case -1:
+		log_warnx("PostgreSQL unreachable at start (retrying with "
+		    "backoff): %s", err);
+		break;
+	case -2:
+		/* Left to the master's restart backoff, and its giving up. */
 		log_error("cannot connect to PostgreSQL: %s", err);
 		return 1;
 	}

@@ -145,7 +145,10 @@ void		 relay_schedule_record(struct relay *);
 /* ---- relay_pg.c: the relay's PostgreSQL connection --------------------- */
 
 /* First connection at start: connect (relay 1 also LISTENs), set up the
- * reconnect backoff.  -1 with the reason in err (errlen bytes). */
+ * reconnect backoff.  -1 with the reason in err (errlen bytes): the
+ * server is unreachable (or starting), reconnecting with backoff has
+ * begun, as after a lost connection; -2: the server refused the
+ * connection (no such database, role, authentication). */
 int		 relay_pg_open(struct relay *, char *err, size_t errlen);
 /* The connection broke (why: libpq's message, may be NULL): drop it and
  * the statement in flight, reconnect later with backoff. */

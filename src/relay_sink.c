@@ -215,12 +215,15 @@ relay_sink_pump(struct relay *r)
 }
 
 /* Count a chunk's outcomes: sent with their latency, failed attempts by
- * reason, and whether each will be retried or was given up. */
+ * reason, and whether each will be retried or was given up.  Then tell
+ * /readyz whether the sink works: a message sent, or a failure of the
+ * sink's own (a message it refuses, or one too large, says nothing about
+ * the sink). */
 static void
 relay_sink_count(struct relay *r, const struct relay_chunk *ch)
 {
 	int64_t		now = ch->acked_us / 1000, lat;
-	int		i, sink = r->conf->relay.sink, nsent = 0;
+	int		i, sink = r->conf->relay.sink, nsent = 0, why = -1;
 
 	for (i = 0; i < ch->n; i++) {
 		const struct outbox_msg	*m = &ch->msgs[i];
@@ -237,8 +240,15 @@ relay_sink_count(struct relay *r, const struct relay_chunk *ch)
 		metrics_published(sink, m->outcome == SINK_REJECTED ||
 		    m->attempts + 1 >= r->conf->relay.max_attempts ?
 		    METRICS_PUBLISH_FAILED : METRICS_PUBLISH_RETRY, 1);
+		if (m->reason != SINK_REASON_REJECTED &&
+		    m->reason != SINK_REASON_TOO_LARGE)
+			why = m->reason;
 	}
 	metrics_published(sink, METRICS_PUBLISH_SENT, nsent);
+	if (nsent > 0)
+		metrics_sink_outcome(1, 0);
+	else if (why != -1)
+		metrics_sink_outcome(0, why);
 }
 
 static void
