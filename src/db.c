@@ -410,3 +410,11 @@ db_check_schema(struct pg_conn *conn, char *err, size_t errlen)
 	}
 	return 0;
 }
+
+int
+db_refuses_us(const char *conninfo)
+{
+	PGPing	ping = PQping(conninfo);
+
+	return ping != PQPING_REJECT && ping != PQPING_NO_RESPONSE;
+}

@@ -662,7 +662,6 @@ http_pool_new(struct event_base *base, const char *conninfo, int nlinks,
 	struct http_pool	*pool;
 	struct http_link	*l;
 	char			 err[1024];
-	PGPing			 ping;
 	int			 i;
 
 	if ((pool = calloc(1, sizeof(*pool))) == NULL ||
@@ -695,16 +694,14 @@ http_pool_new(struct event_base *base, const char *conninfo, int nlinks,
 	 * A server that is not there yet (or still starting) is a lost
 	 * link: the worker starts all the same, answers 503 and reconnects
 	 * with backoff, as after an outage.  One that answers and refuses
-	 * us (no such database or role, authentication: PQping() says
-	 * PQPING_OK, whatever the language of the message) is a setting to
-	 * fix: left to the master's restart backoff and its giving up.
+	 * us (db_refuses_us()) is a setting to fix: left to the master's
+	 * restart backoff and its giving up.
 	 */
 	for (i = 0; i < nlinks; i++) {
 		l = &pool->links[i];
 		if ((l->pg = db_connect(conninfo, "http", err,
 		    sizeof(err))) == NULL) {
-			ping = PQping(conninfo);
-			if (ping != PQPING_REJECT && ping != PQPING_NO_RESPONSE) {
+			if (db_refuses_us(conninfo)) {
 				log_error("database: %s", err);
 				http_pool_free(pool);
 				return NULL;

@@ -356,6 +356,14 @@ const char	*db_errline(char *buf, size_t len, const char *msg);
  */
 const char	*db_result_error(char *buf, size_t len,
 		    const struct pg_result *res, const struct pg_conn *conn);
+/*
+ * After a failed connect: 1 if the server answered and refused us (no
+ * such database or role, failed authentication: PQping() says PQPING_OK,
+ * whatever the language of the message) or conninfo is unusable, so
+ * waiting cannot help; 0 if it is not there yet or still starting, where
+ * a retry with backoff will do.  Blocks for up to one connect.
+ */
+int		 db_refuses_us(const char *conninfo);
 /* 0 if the orders and outbox tables exist, else -1 with a message saying
  * how to apply sql/schema.sql.  An index outboxd can do without (one
  * added since the first release) is only warned about. */

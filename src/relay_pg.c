@@ -288,7 +288,6 @@ int
 relay_pg_open(struct relay *r, char *err, size_t errlen)
 {
 	struct timeval	tv = clock_tv(RELAY_RECONNECT_MIN);
-	PGPing		ping;
 
 	r->reconnect_delay = RELAY_RECONNECT_MIN;
 	if ((r->reconnect_ev = evtimer_new(r->base, relay_pg_on_reconnect,
@@ -296,12 +295,9 @@ relay_pg_open(struct relay *r, char *err, size_t errlen)
 		fatalx("evtimer_new");
 	if (relay_pg_connect(r, err, errlen) == 0)
 		return 0;
-	/* The server answered and refused us (no such database or role,
-	 * authentication: PQping() says PQPING_OK for those, whatever the
-	 * language of the message): waiting here cannot help, the master's
-	 * restart backoff and its giving up say so. */
-	ping = PQping(r->conf->database);
-	if (ping != PQPING_REJECT && ping != PQPING_NO_RESPONSE)
+	/* The server answered and refused us: waiting here cannot help,
+	 * the master's restart backoff and its giving up say so. */
+	if (db_refuses_us(r->conf->database))
 		return -2;
 	/* As after a lost connection: the first failure was said by the
 	 * caller, the attempts that follow are counted from 1. */
