@@ -203,6 +203,12 @@ http_frame_request(const struct http_frame *f)
 	return f->r.state == FR_END ? &f->r.req : NULL;
 }
 
+size_t
+http_frame_ext(const struct http_frame *f)
+{
+	return f->r.state == FR_ERROR ? 0 : f->r.ext_len;
+}
+
 int
 http_frame_busy(const struct http_frame *f)
 {
@@ -594,8 +600,11 @@ frame_ext(struct http_frame *f, unsigned char c)
 		else if (ws)
 			r->sub = r->sub == EX_NAME || r->sub == EX_NAME_BWS ?
 			    EX_NAME_BWS : EX_BWS;
-		else if (end && r->sub != EX_NAME_BWS)
-			return frame_crlf(f, c);
+		else if (end && r->sub != EX_NAME_BWS) {
+			/* the extension ends here: say so (2) */
+			r->ext_len = r->n - r->ext_at;
+			return frame_crlf(f, c) < 0 ? -1 : 2;
+		}
 		else if (!is_tchar(c) || r->sub == EX_NAME_BWS ||
 		    r->sub == EX_QEND)
 			break;
@@ -621,7 +630,8 @@ frame_ext(struct http_frame *f, unsigned char c)
 /*
  * One byte, in any state but FR_BODY and FR_DATA (taken in bulk by
  * http_frame_feed).  Returns 0 to go on, 1 when the request ends with
- * this byte, -1 when the stream is refused.
+ * this byte, 2 when a chunk extension ended before it, -1 when the
+ * stream is refused.
  */
 static int
 frame_byte(struct http_frame *f, unsigned char c)
@@ -761,6 +771,7 @@ frame_byte(struct http_frame *f, unsigned char c)
 			return frame_fail(f, 400, "chunk_invalid",
 			    "a chunk size is not hexadecimal digits");
 		r->state = FR_EXT;
+		r->ext_at = r->n - 1;	/* n counts c already */
 		return 0;
 	case FR_EXT:
 		return frame_ext(f, c);
@@ -788,6 +799,7 @@ http_frame_feed(struct http_frame *f, const char *data, size_t len,
 		return HTTP_FRAME_ERROR;
 	if (r->state == FR_END)
 		frame_reset(f);
+	r->ext_len = 0;
 	while (i < len) {
 		if (r->state == FR_BODY || r->state == FR_DATA) {
 			/* left > 0 here: at least one byte is taken */
@@ -815,6 +827,8 @@ http_frame_feed(struct http_frame *f, const char *data, size_t len,
 	*used = i;
 	if (rc < 0)
 		return HTTP_FRAME_ERROR;
+	if (rc == 2)
+		return HTTP_FRAME_EXT;
 	if (rc > 0) {
 		r->state = FR_END;
 		return HTTP_FRAME_END;

@@ -37,7 +37,8 @@ struct http_frame_limits {
 enum http_frame_result {
 	HTTP_FRAME_MORE,	/* all bytes used, the request goes on */
 	HTTP_FRAME_END,		/* a request ends at data + *used */
-	HTTP_FRAME_ERROR	/* refused: answer http_frame_error(), close */
+	HTTP_FRAME_ERROR,	/* refused: answer http_frame_error(), close */
+	HTTP_FRAME_EXT		/* a chunk extension ended: http_frame_ext() */
 };
 
 /* Why a stream was refused. */
@@ -75,6 +76,9 @@ struct http_frame {
 		size_t		 n;		/* bytes of line or section */
 		size_t		 k;		/* bytes of token or value */
 		size_t		 te_len;
+		size_t		 ext_at;	/* chunk line bytes before
+						   its extension */
+		size_t		 ext_len;	/* HTTP_FRAME_EXT's */
 		unsigned char	 state, sub, kind, cr, trailer, empty;
 		unsigned char	 vseen, vows, nobody, have_cl, bad;
 		unsigned char	 host_n, te_fields, te_chunked, te_last;
@@ -107,6 +111,14 @@ void	 http_frame_init(struct http_frame *f,
  *			answer it, then close the connection (RFC 9112
  *			§6.3 item 4, §9.6).  Later calls return
  *			HTTP_FRAME_ERROR again with *used = 0.
+ *   HTTP_FRAME_EXT	a valid chunk extension ended: data[*used - 1] is
+ *			the CR or LF ending its chunk size line, and the
+ *			http_frame_ext() bytes right before that byte (some
+ *			of them maybe fed in earlier calls) are the
+ *			extension, from the first byte after the size's
+ *			digits.  evhttp 2.1 cannot parse an extension: a
+ *			caller removes those bytes before evhttp sees the
+ *			line.  Feed the rest, data + *used, again.
  * Rules (all RFC 9112 unless said): request line, §3 (method a token,
  * one SP each side of the target, version exactly HTTP/1.0 or HTTP/1.1,
  * else 505); up to 8 empty lines before it are skipped (§2.2); a line
@@ -131,6 +143,10 @@ const struct http_frame_error *http_frame_error(const struct http_frame *f);
 /* After HTTP_FRAME_END: the request that ended, valid until the next
  * http_frame_feed(); NULL at any other time. */
 const struct http_frame_request *http_frame_request(const struct http_frame *f);
+
+/* After HTTP_FRAME_EXT: the extension's length in bytes (at least 1, at
+ * most the max_line limit); 0 at any other time. */
+size_t	 http_frame_ext(const struct http_frame *f);
 
 /* 1 while a request has begun (some of its bytes, or empty lines before
  * it, were fed) and has not ended or been refused; else 0.  A

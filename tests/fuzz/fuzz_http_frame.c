@@ -1,7 +1,8 @@
 /*
  * fuzz_http_frame.c - libFuzzer target for src/http_frame.c: any stream,
  * fed whole, byte by byte, or in pieces, must frame the same way, never
- * read outside what it is given, never stall.  Not built by default:
+ * read outside what it is given, never stall, and frame the same way
+ * once its chunk extensions are cut out.  Not built by default:
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc tests/fuzz/fuzz_http_frame.c src/http_frame.c -o fuzz_http_frame && mkdir -p /tmp/fuzz-http-frame && ./fuzz_http_frame -dict=tests/fuzz/http_frame.dict -max_total_time=300 /tmp/fuzz-http-frame tests/fuzz/corpus/http_frame
  *
@@ -12,6 +13,7 @@
  * (1-64 bytes each, in turn); bit 7 of byte 0 picks small limits, so that
  * 414, 431 and 413 are reached; the stream is the rest.
  */
+#include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,6 +28,9 @@ struct outcome {
 	size_t		 ends[ENDS_MAX];	/* stream offsets */
 	uint64_t	 body[ENDS_MAX];
 	size_t		 nends;
+	size_t		 exts[ENDS_MAX];	/* offset of the CR or LF */
+	size_t		 ext_len[ENDS_MAX];
+	size_t		 nexts;
 	int		 refused;
 	size_t		 err_at;
 	int		 status;
@@ -33,9 +38,8 @@ struct outcome {
 	int		 busy;
 };
 
-static struct outcome	 whole, pieces;
+static struct outcome	 whole, pieces, cut;
 
-/* Every call keeps the contract of http_frame_feed(). */
 static void
 frame(const uint8_t *s, size_t len, const struct http_frame_limits *lim,
     const uint8_t *sizes, struct outcome *o)
@@ -45,6 +49,7 @@ frame(const uint8_t *s, size_t len, const struct http_frame_limits *lim,
 	const struct http_frame_request	*rq;
 	enum http_frame_result		 r;
 	size_t				 off = 0, piece, at, used, turn = 0;
+	size_t				 eol, n;
 	const char			*m;
 
 	memset(o, 0, sizeof(*o));
@@ -83,6 +88,23 @@ frame(const uint8_t *s, size_t len, const struct http_frame_limits *lim,
 				return;
 			}
 			CHECK(http_frame_error(&f) == NULL);
+			if (r == HTTP_FRAME_EXT) {
+				/* ends at a line end, after a size digit */
+				CHECK(used >= 1 && o->nexts < ENDS_MAX);
+				at += used;
+				eol = off + at - 1;
+				n = http_frame_ext(&f);
+				CHECK(n >= 1 && n <= lim->max_line && n < eol);
+				CHECK(s[eol] == '\r' || s[eol] == '\n');
+				CHECK((s[eol - n] == ';' || s[eol - n] == ' ' ||
+				    s[eol - n] == '\t') && isxdigit(s[eol - n - 1]));
+				o->exts[o->nexts] = eol;
+				o->ext_len[o->nexts++] = n;
+				if (at == piece)
+					break;
+				continue;
+			}
+			CHECK(http_frame_ext(&f) == 0);
 			if (r == HTTP_FRAME_MORE) {
 				CHECK(used == piece - at);
 				CHECK(http_frame_request(&f) == NULL);
@@ -110,10 +132,52 @@ frame(const uint8_t *s, size_t len, const struct http_frame_limits *lim,
 	o->busy = http_frame_busy(&f);
 }
 
+/* Offset x of the stream once o's chunk extensions are cut out of it. */
+static size_t
+cut_offset(const struct outcome *o, size_t x)
+{
+	size_t	 i, y = x;
+
+	for (i = 0; i < o->nexts && o->exts[i] <= x; i++)
+		y -= o->ext_len[i];
+	return y;
+}
+
+/* Without its chunk extensions (what http_guard.c gives evhttp) the
+ * stream frames the same way, and has none. */
+static void
+frame_cut(const uint8_t *s, size_t len, const struct http_frame_limits *lim)
+{
+	uint8_t	*c;
+	size_t	 i, n = 0, from = 0;
+
+	if (whole.nexts == 0 || (c = malloc(len)) == NULL)
+		return;
+	for (i = 0; i < whole.nexts; i++) {
+		memcpy(c + n, s + from, whole.exts[i] - whole.ext_len[i] -
+		    from);
+		n += whole.exts[i] - whole.ext_len[i] - from;
+		from = whole.exts[i];
+	}
+	memcpy(c + n, s + from, len - from);
+	frame(c, n + len - from, lim, NULL, &cut);
+	free(c);
+	CHECK(cut.nexts == 0 && cut.nends == whole.nends &&
+	    cut.refused == whole.refused && cut.status == whole.status);
+	for (i = 0; i < whole.nends; i++)
+		CHECK(cut.ends[i] == cut_offset(&whole, whole.ends[i]));
+	CHECK(!whole.refused || cut.err_at == cut_offset(&whole,
+	    whole.err_at));
+}
+
+/* Every call keeps the contract of http_frame_feed(). */
 static void
 same(const struct outcome *a, const struct outcome *b)
 {
-	CHECK(a->nends == b->nends);
+	CHECK(a->nends == b->nends && a->nexts == b->nexts);
+	CHECK(memcmp(a->exts, b->exts, a->nexts * sizeof(a->exts[0])) == 0);
+	CHECK(memcmp(a->ext_len, b->ext_len, a->nexts *
+	    sizeof(a->ext_len[0])) == 0);
 	CHECK(memcmp(a->ends, b->ends, a->nends * sizeof(a->ends[0])) == 0);
 	CHECK(memcmp(a->body, b->body, a->nends * sizeof(a->body[0])) == 0);
 	CHECK(a->refused == b->refused && a->err_at == b->err_at &&
@@ -141,6 +205,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sizes[i] = (uint8_t)(data[i] % 64 + 1);
 	lim = (data[0] & 0x80) ? &small : &dflt;
 	frame(data + 4, size - 4, lim, NULL, &whole);
+	frame_cut(data + 4, size - 4, lim);
 	frame(data + 4, size - 4, lim, sizes, &pieces);
 	same(&whole, &pieces);
 	frame(data + 4, size - 4, lim, one, &pieces);
