@@ -258,6 +258,33 @@ http_conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 		http_conn_count(c, info->n_added);
 }
 
+/*
+ * Let us read and rewrite out's start: bufferevent_sock freezes it after
+ * every write (bufferevent_writecb), and evbuffer_copyout_from(),
+ * _drain() and _remove_buffer() then fail on it.  Only evhttp_setfd()
+ * thaws it, at accept, which is why a page on a fresh connection was
+ * replaced and the second one on a kept-alive connection went out in
+ * HTML.  Returns 1 if it was frozen (give that to http_out_refreeze()).
+ */
+static int
+http_out_thaw(struct evbuffer *out)
+{
+	char	 ch;
+
+	if (evbuffer_get_length(out) == 0 || evbuffer_copyout(out, &ch, 1) ==
+	    1)
+		return 0;
+	evbuffer_unfreeze(out, 1);
+	return 1;
+}
+
+static void
+http_out_refreeze(struct evbuffer *out, int frozen)
+{
+	if (frozen)
+		evbuffer_freeze(out, 1);
+}
+
 /* Code and message for a status evhttp answers on its own. */
 static void
 http_status_error(int status, const char **code, const char **message)
@@ -300,18 +327,21 @@ http_conn_fix(evutil_socket_t fd, short what, void *arg)
 	const char		*code, *message;
 	char			 line[128], msg[128], *eol, *body;
 	size_t			 len = evbuffer_get_length(out), n;
-	int			 status;
+	int			 status, frozen;
 
 	(void)fd;
 	(void)what;
 	if (c->refusing || c->fix_from >= len ||
 	    evbuffer_ptr_set(out, &at, c->fix_from, EVBUFFER_PTR_SET) == -1)
 		return;
+	frozen = http_out_thaw(out);
 	n = evbuffer_copyout_from(out, &at, line, sizeof(line) - 1);
 	line[n == (size_t)-1 ? 0 : n] = '\0';
 	/* "HTTP/1.x NNN Reason\r\n" */
-	if ((eol = strstr(line, "\r\n")) == NULL || eol - line < 13)
+	if ((eol = strstr(line, "\r\n")) == NULL || eol - line < 13) {
+		http_out_refreeze(out, frozen);
 		return;
+	}
 	*eol = '\0';
 	status = atoi(line + 9);
 	http_status_error(status, &code, &message);
@@ -320,8 +350,10 @@ http_conn_fix(evutil_socket_t fd, short what, void *arg)
 		    "bytes", c->w->max_body);
 		message = msg;
 	}
-	if ((body = order_error_json(code, message)) == NULL)
+	if ((body = order_error_json(code, message)) == NULL) {
+		http_out_refreeze(out, frozen);
 		return;
+	}
 	c->fixing = 1;
 	if (c->fix_from > 0 && ((keep = evbuffer_new()) == NULL ||
 	    evbuffer_remove_buffer(out, keep, c->fix_from) == -1)) {
@@ -329,6 +361,7 @@ http_conn_fix(evutil_socket_t fd, short what, void *arg)
 			evbuffer_free(keep);
 		c->fixing = 0;
 		free(body);
+		http_out_refreeze(out, frozen);
 		return;
 	}
 	evbuffer_drain(out, evbuffer_get_length(out));
@@ -339,6 +372,7 @@ http_conn_fix(evutil_socket_t fd, short what, void *arg)
 		evbuffer_prepend_buffer(out, keep);
 		evbuffer_free(keep);
 	}
+	http_out_refreeze(out, frozen);
 	c->fixing = 0;
 	free(body);
 	log_debug("answered an evhttp error page in JSON: %d", status);
@@ -353,6 +387,8 @@ http_conn_output(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	struct http_conn	*c = arg;
 	struct evbuffer_ptr	 at;
 	char			 head[13];
+	ev_ssize_t		 n;
+	int			 frozen;
 
 	if (c->refusing || c->fixing || info->n_added == 0)
 		return;
@@ -365,8 +401,12 @@ http_conn_output(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	if (c->w->replying || c->fix_ev == NULL ||
 	    event_pending(c->fix_ev, EV_TIMEOUT, NULL) ||
 	    evbuffer_ptr_set(buf, &at, info->orig_size, EVBUFFER_PTR_SET) ==
-	    -1 || evbuffer_copyout_from(buf, &at, head, sizeof(head) - 1) !=
-	    sizeof(head) - 1)
+	    -1)
+		return;
+	frozen = http_out_thaw(buf);
+	n = evbuffer_copyout_from(buf, &at, head, sizeof(head) - 1);
+	http_out_refreeze(buf, frozen);
+	if (n != sizeof(head) - 1)
 		return;
 	head[sizeof(head) - 1] = '\0';
 	if (strncmp(head, "HTTP/1.", 7) != 0 || head[9] < '4')
