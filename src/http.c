@@ -36,7 +36,6 @@
 #include "http.h"
 
 #define HTTP_IO_TIMEOUT_S	15	/* a silent client is dropped */
-#define HTTP_HEAD_MAX		16384	/* request line and headers */
 #define HTTP_FLUSH_MS		2000	/* stopping: last answers to go out */
 #define HTTP_DRAIN_MS		300	/* stopping: requests already on an
 					   accepted connection get in */
@@ -640,7 +639,9 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 	}
 	evhttp_set_timeout(w.http, HTTP_IO_TIMEOUT_S);
 	evhttp_set_max_body_size(w.http, (ev_ssize_t)w.max_body);
-	evhttp_set_max_headers_size(w.http, HTTP_HEAD_MAX);
+	/* http_guard.c frames each request first and refuses what breaks
+	 * these limits in JSON: evhttp's would be HTML, and the wrong status */
+	evhttp_set_max_headers_size(w.http, HTTP_EVHTTP_HEAD_MAX);
 	evhttp_set_default_content_type(w.http, "application/json");
 	/* Every method evhttp knows reaches the handler, which answers 405
 	 * in JSON; evhttp's own 501 would be HTML. */

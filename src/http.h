@@ -24,6 +24,14 @@ struct http_conn;
 struct http_pool;
 
 #define HTTP_BATCH_MAX		32	/* orders written by one statement */
+/* What http_guard.c's framer lets through (414, 431; a trailer gets the
+ * header section's limit of its own; bodies: http.max_body_size, 413). */
+#define HTTP_LINE_MAX		8192	/* request line */
+#define HTTP_HEAD_MAX		16384	/* header section */
+/* evhttp's own limit, above what the framer passes, so that the framer
+ * answers first: evhttp counts the request line, header and trailer
+ * lines together, without their line endings. */
+#define HTTP_EVHTTP_HEAD_MAX	(HTTP_LINE_MAX + 2 * HTTP_HEAD_MAX + 1024)
 
 /* A statement every connection prepares (name) or runs once (name NULL)
  * before it takes jobs. */

@@ -1,29 +1,30 @@
 /*
- * http_guard.c - the per-connection guard of the HTTP worker: cutting a
- * request that trickles in too slowly, lingering after a refusal, and
- * answering in JSON where evhttp would send an HTML error page.
+ * http_guard.c - the per-connection guard of the HTTP worker: strict
+ * framing in front of evhttp, JSON refusals, cutting a request that
+ * trickles in too slowly, lingering after a refusal.
  *
- * evhttp's own limits apply (evhttp_set_max_body_size, _headers_size);
- * evhttp 2.1 answers them with an HTML page and gives a server no hook
- * to replace it (evhttp_set_errorcb only exists from 2.2).  So each
- * connection's bufferevent is made here (evhttp_set_bevcb): a callback on
- * its output buffer sees evhttp start an error page of its own and has it
- * replaced by the same status with a JSON body, and one on its input
- * buffer cuts a request that trickles in for too long.  Taking a
- * connection over from evhttp while it may still hold unparsed pipelined
- * requests crashes it, so that is only done for a request that is late.
- *
- * Pages replaced: bad request line, unknown method, Expect other than
- * 100-continue, body or headers over the limits (413).
+ * evhttp 2.1 frames requests leniently (http_frame.c says how) and
+ * answers its own errors in HTML, with no hook to do otherwise.  So each
+ * connection's bufferevent is made here (evhttp_set_bevcb) with a
+ * callback on its input buffer, which libevent runs as bytes are read,
+ * before the bufferevent's read callback gives them to evhttp.  It feeds
+ * every byte to the connection's http_frame: chunk extensions, which
+ * evhttp cannot parse, are cut out of their lines; on a refusal every
+ * byte from the refused one on is cut, and the connection is taken over
+ * and answered {"error", "message"} with the framer's status (400, 413,
+ * 414, 431, 501, 505), at once if evhttp holds nothing of the client's,
+ * else once the answers owed before it are written.  evhttp's limits
+ * are set above the framer's, so evhttp sees only requests the framer
+ * found whole and within them.  A page evhttp still sends (Expect other
+ * than 100-continue, empty lines before a request) is caught on the
+ * output buffer and replaced by the same status in JSON.
  *
  * It also counts the worker's connections from accept to close and gates
  * the listener: with http.max_connections open it stops accepting until
  * one closes, and when accept() runs out of descriptors (EMFILE, ENFILE)
  * it pauses for HTTP_ACCEPT_RETRY_MS instead of failing again at once,
  * which libevent would do, and log, in a busy loop while the kernel's
- * backlog holds a connection.  nginx and PgBouncer back off the same
- * way.  Pending connections wait in the backlog meanwhile, or go to
- * another worker.
+ * backlog holds a connection (as nginx and PgBouncer do).
  */
 #include "config.h"
 
@@ -47,6 +48,7 @@
 
 #include "outboxd.h"
 #include "http.h"
+#include "http_frame.h"
 
 #define HTTP_REQUEST_TIMEOUT_S	30	/* one request, first byte to last */
 #define HTTP_LINGER_MS		2000	/* reading after a refusal */
@@ -66,17 +68,27 @@ struct http_conn {
 	time_t				 started;	/* first of them, s */
 	int				 refusing;
 	int				 eof;
-	struct timespec			 linger_until;
+	int64_t				 linger_until;	/* monotonic us */
 	struct event			*fix_ev;	/* swaps error pages */
 	size_t				 fix_from;	/* where it starts */
 	int				 fixing;
 	int				 busy;		/* requests in our hands */
+	struct http_frame		 frame;		/* the client's bytes */
+	uint64_t			 fed;		/* stream offset after the
+							   last byte framed */
+	uint64_t			 req_at;	/* where the request being
+							   framed started */
+	const struct http_frame_error	*stop;		/* refuse once idle */
+	struct event			*over_ev;	/* ... from the loop */
+	int				 editing;	/* we cut the input */
 	TAILQ_ENTRY(http_conn)		 entry;
 };
 
 /* One worker per process: the listener's error callback gets evhttp's
  * argument, not ours. */
 static struct http_worker	*http_self;
+static struct http_frame_limits	 http_limits;	/* every connection's */
+static struct evbuffer		*http_cut_buf;	/* http_conn_cut()'s */
 
 /* Monotonic seconds, for idle timeouts. */
 static time_t
@@ -117,6 +129,8 @@ http_conn_closed(struct evhttp_connection *evcon, void *arg)
 	if (c->listed) {
 		if (c->fix_ev != NULL)
 			event_free(c->fix_ev);
+		if (c->over_ev != NULL)
+			event_free(c->over_ev);
 		evbuffer_remove_cb_entry(bufferevent_get_input(c->bev),
 		    c->in_cb);
 		evbuffer_remove_cb_entry(bufferevent_get_output(c->bev),
@@ -138,25 +152,34 @@ http_conn_finish(struct http_conn *c)
 	evhttp_connection_free(c->evcon);
 }
 
-static int
-http_conn_linger_over(const struct http_conn *c)
+/*
+ * The connection a callback of ours on bev is for.  Never the callback's
+ * argument: evhttp's deferred read (evhttp_deferred_read_cb, scheduled by
+ * evhttp_start_read_() when an answer is written and pipelined bytes
+ * wait) calls whatever read callback the bufferevent has with evhttp's
+ * connection as its argument.  Taking a connection over with our
+ * callbacks and c as their argument while that read was pending had our
+ * read callback take the evhttp_connection for a struct http_conn, which
+ * is how taking over mid-pipeline crashed the worker.
+ */
+static struct http_conn *
+http_conn_of_bev(struct bufferevent *bev)
 {
-	struct timespec	now;
+	void	*arg;
 
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > c->linger_until.tv_sec ||
-	    (now.tv_sec == c->linger_until.tv_sec &&
-	    now.tv_nsec >= c->linger_until.tv_nsec);
+	bufferevent_getcb(bev, NULL, NULL, NULL, &arg);
+	return arg;
 }
 
 static void
 http_conn_linger_read(struct bufferevent *bev, void *arg)
 {
-	struct http_conn	*c = arg;
+	struct http_conn	*c = http_conn_of_bev(bev);
 	struct evbuffer		*in = bufferevent_get_input(bev);
 
+	(void)arg;
 	evbuffer_drain(in, evbuffer_get_length(in));
-	if (http_conn_linger_over(c))
+	if (clock_mono_us() >= c->linger_until)
 		http_conn_finish(c);
 }
 
@@ -165,8 +188,9 @@ http_conn_linger_read(struct bufferevent *bev, void *arg)
 static void
 http_conn_linger_write(struct bufferevent *bev, void *arg)
 {
-	struct http_conn	*c = arg;
+	struct http_conn	*c = http_conn_of_bev(bev);
 
+	(void)arg;
 	if (c->eof) {
 		http_conn_finish(c);
 		return;
@@ -177,8 +201,9 @@ http_conn_linger_write(struct bufferevent *bev, void *arg)
 static void
 http_conn_linger_event(struct bufferevent *bev, short what, void *arg)
 {
-	struct http_conn	*c = arg;
+	struct http_conn	*c = http_conn_of_bev(bev);
 
+	(void)arg;
 	if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) &&
 	    evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
 		c->eof = 1;	/* still writing the answer */
@@ -188,42 +213,88 @@ http_conn_linger_event(struct bufferevent *bev, short what, void *arg)
 }
 
 /*
- * Take the connection from evhttp and answer it ourselves: the request is
- * too large or too slow and evhttp's answer would be HTML.  evhttp has not
- * shown this request to the handler (reading stops while a handler owns
- * one), so nobody else holds it.
+ * Take the connection from evhttp and answer e ourselves, then close it.
+ * Only when nothing of evhttp's is under way (http_conn_idle()): no
+ * request in a handler's hands, no answer being written, no whole
+ * request left in the input; the one evhttp may be reading is cut off.
  */
 static void
-http_conn_refuse(struct http_conn *c, int status, const char *reason,
-    const char *code, const char *message)
+http_conn_refuse(struct http_conn *c, const struct http_frame_error *e)
 {
 	struct evbuffer	*in = bufferevent_get_input(c->bev);
 	struct evbuffer	*out = bufferevent_get_output(c->bev);
 	struct timeval	 tv = clock_tv(HTTP_LINGER_MS);
 	char		*body;
 
-	log_debug("refused a request: %s", code);
+	log_debug("refused a request: %d %s", e->status, e->code);
 	c->refusing = 1;
 	bufferevent_setcb(c->bev, http_conn_linger_read,
 	    http_conn_linger_write, http_conn_linger_event, c);
+	c->editing = 1;
 	evbuffer_drain(in, evbuffer_get_length(in));
-	body = order_error_json(code, message);
+	c->editing = 0;
+	body = order_error_json(e->code, e->message);
 	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n"
 	    "Content-Type: application/json\r\n"
 	    "Content-Length: %zu\r\n"
-	    "Connection: close\r\n\r\n%s", status, reason,
+	    "Connection: close\r\n\r\n%s", e->status, e->reason,
 	    body != NULL ? strlen(body) : 0, body != NULL ? body : "");
 	free(body);
-	clock_gettime(CLOCK_MONOTONIC, &c->linger_until);
-	c->linger_until.tv_sec += HTTP_LINGER_MS / 1000;
-	c->linger_until.tv_nsec += (HTTP_LINGER_MS % 1000) * 1000000L;
-	if (c->linger_until.tv_nsec >= 1000000000L) {
-		c->linger_until.tv_sec++;
-		c->linger_until.tv_nsec -= 1000000000L;
-	}
+	c->linger_until = clock_mono_us() + HTTP_LINGER_MS * 1000;
 	bufferevent_set_timeouts(c->bev, &tv, &tv);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
+
+/*
+ * May the connection be taken over now?  Not while a handler holds a
+ * request (busy), an answer is still being written (evhttp calls its
+ * on_complete callback only once it is), or a whole request that evhttp
+ * has not parsed yet waits in the input (its bytes start before
+ * c->req_at): that one is evhttp's to read and ours to answer first.
+ */
+static int
+http_conn_idle(const struct http_conn *c)
+{
+	size_t	 held = evbuffer_get_length(bufferevent_get_input(c->bev));
+
+	return c->busy == 0 && evbuffer_get_length(
+	    bufferevent_get_output(c->bev)) == 0 && c->fed - held >= c->req_at;
+}
+
+/*
+ * Refuse the connection with e: at once if it is idle, else once it is
+ * (http_conn_over(), after each answer is written).  No byte from here on
+ * reaches evhttp (http_conn_frame()).
+ */
+static void
+http_conn_stop(struct http_conn *c, const struct http_frame_error *e)
+{
+	if (c->refusing || c->stop != NULL)
+		return;
+	c->stop = e;
+	if (http_conn_idle(c))
+		http_conn_refuse(c, e);
+}
+
+/* From the loop, after an answer was written: outside evhttp's calls, and
+ * after evhttp_send_done() has taken the next request or closed. */
+static void
+http_conn_over(evutil_socket_t fd, short what, void *arg)
+{
+	struct http_conn	*c = arg;
+
+	(void)fd;
+	(void)what;
+	if (!c->refusing && c->stop != NULL && http_conn_idle(c))
+		http_conn_refuse(c, c->stop);
+}
+
+static const struct http_frame_error http_err_timeout = { 408,
+	"Request Timeout", "request_timeout",
+	"the request took too long to send" };
+static const struct http_frame_error http_err_memory = { 503,
+	"Service Unavailable", "internal_error",
+	"the server is short of memory" };
 
 /* n more bytes of the request being received arrived. */
 static void
@@ -234,17 +305,107 @@ http_conn_count(struct http_conn *c, size_t n)
 	if (c->pending == 0)
 		c->started = now;
 	c->pending += n;
-	/*
-	 * The input may hold pipelined requests that evhttp has not parsed
-	 * yet, and taking the connection over from evhttp then crashes it
-	 * (a deferred read still pending): sizes are left to evhttp's own
-	 * limits (evhttp_set_max_body_size/_headers_size), whose HTML pages
-	 * http_conn_fix() turns into JSON.  Only a request that trickles in
-	 * for too long, with nothing of ours in flight, is cut here.
-	 */
-	if (c->busy == 0 && now - c->started > HTTP_REQUEST_TIMEOUT_S)
-		http_conn_refuse(c, 408, "Request Timeout",
-		    "request_timeout", "the request took too long to send");
+	if (now - c->started > HTTP_REQUEST_TIMEOUT_S)
+		http_conn_stop(c, &http_err_timeout);
+}
+
+/* Remove n bytes at offset from of the input (evhttp never sees them).
+ * -1 when out of memory. */
+static int
+http_conn_cut(struct http_conn *c, struct evbuffer *in, size_t from,
+    size_t n)
+{
+	int	 rc = 0;
+
+	c->editing = 1;
+	if (from > 0 && evbuffer_remove_buffer(in, http_cut_buf, from) !=
+	    (int)from)
+		rc = -1;
+	else if (evbuffer_drain(in, n) == -1 ||
+	    evbuffer_prepend_buffer(in, http_cut_buf) == -1)
+		rc = -1;
+	/* never left for the next connection's cut */
+	evbuffer_drain(http_cut_buf, evbuffer_get_length(http_cut_buf));
+	c->editing = 0;
+	return rc;
+}
+
+/*
+ * Frame the n bytes just read, at the input's end, before evhttp's read
+ * callback sees them (the bufferevent runs it after this buffer's
+ * callbacks): cut each chunk extension out of its line, which evhttp
+ * 2.1 cannot parse, and on a refusal cut every byte from the refused one
+ * on and stop the connection.  Peeks at the buffer's own memory.
+ */
+static void
+http_conn_frame(struct http_conn *c, struct evbuffer *in, size_t n)
+{
+	struct evbuffer_iovec		 v[8];
+	struct evbuffer_ptr		 at;
+	enum http_frame_result		 r;
+	size_t				 len = evbuffer_get_length(in);
+	size_t				 pos = len - n, base, used, dl, ext;
+	const char			*d;
+	int				 nv, i;
+
+	base = c->fed - pos;		/* stream offset of the input's start */
+	if (c->stop != NULL) {
+		if (http_conn_cut(c, in, pos, n) == -1)
+			goto memory;
+		return;
+	}
+again:
+	if (pos >= len)
+		goto done;
+	if (evbuffer_ptr_set(in, &at, pos, EVBUFFER_PTR_SET) == -1)
+		goto memory;
+	nv = evbuffer_peek(in, (ev_ssize_t)(len - pos), &at, v, 8);
+	for (i = 0; i < nv && i < 8 && pos < len; i++) {
+		d = v[i].iov_base;
+		dl = v[i].iov_len < len - pos ? v[i].iov_len : len - pos;
+		while (dl > 0) {
+			r = http_frame_feed(&c->frame, d, dl, &used);
+			pos += used;
+			d += used;
+			dl -= used;
+			switch (r) {
+			case HTTP_FRAME_END:
+				c->req_at = base + pos;
+				break;
+			case HTTP_FRAME_EXT:
+				/* its line is whole in the input: evhttp reads
+				 * a chunk size line only once it has ended */
+				if ((ext = http_frame_ext(&c->frame)) >= pos ||
+				    http_conn_cut(c, in, pos - 1 - ext, ext) == -1)
+					goto memory;
+				pos -= ext;
+				len -= ext;
+				goto again;
+			case HTTP_FRAME_ERROR:
+				c->fed = base + pos;
+				if (http_conn_cut(c, in, pos, len - pos) == -1)
+					goto memory;
+				http_conn_stop(c, http_frame_error(&c->frame));
+				return;
+			case HTTP_FRAME_MORE:
+				break;
+			}
+		}
+	}
+	if (pos < len)
+		goto again;
+done:
+	c->fed = base + len;
+	return;
+memory:
+	/* cannot cut: let evhttp see no more of this connection */
+	c->editing = 1;
+	evbuffer_drain(in, evbuffer_get_length(in));
+	c->editing = 0;
+	c->fed = base;
+	c->req_at = 0;
+	c->stop = NULL;
+	http_conn_stop(c, &http_err_memory);
 }
 
 static void
@@ -253,15 +414,17 @@ http_conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 {
 	struct http_conn	*c = arg;
 
-	(void)buf;
-	if (!c->refusing && info->n_added > 0)
-		http_conn_count(c, info->n_added);
+	if (c->editing || c->refusing || info->n_added == 0)
+		return;
+	http_conn_count(c, info->n_added);
+	if (!c->refusing)
+		http_conn_frame(c, buf, info->n_added);
 }
 
 /*
  * Let us read and rewrite out's start: bufferevent_sock freezes it after
  * every write (bufferevent_writecb), and evbuffer_copyout_from(),
- * _drain() and _remove_buffer() then fail on it.  Only evhttp_setfd()
+ * _drain() and _remove_buffer() then fail on it.  Only bufferevent_setfd()
  * thaws it, at accept, which is why a page on a fresh connection was
  * replaced and the second one on a kept-alive connection went out in
  * HTML.  Returns 1 if it was frozen (give that to http_out_refreeze()).
@@ -286,30 +449,14 @@ http_out_refreeze(struct evbuffer *out, int frozen)
 }
 
 /* Code and message for a status evhttp answers on its own. */
-static void
-http_status_error(int status, const char **code, const char **message)
-{
-	switch (status) {
-	case 400:
-		*code = "bad_request";
-		*message = "the request is not valid HTTP";
-		return;
-	case 413:
-		*code = "body_too_large";
-		*message = NULL;	/* says the limit */
-		return;
-	case 417:
-		*code = "expectation_failed";
-		*message = "only Expect: 100-continue is supported";
-		return;
-	case 501:
-		*code = "not_implemented";
-		*message = "this HTTP method is not supported";
-		return;
-	}
-	*code = status < 500 ? "bad_request" : "internal_error";
-	*message = "the request could not be handled";
-}
+static const struct http_frame_error http_page_errors[] = {
+	{ 400, NULL, "bad_request", "the request is not valid HTTP" },
+	{ 413, NULL, "body_too_large", "the request body is too large" },
+	{ 417, NULL, "expectation_failed",
+	    "only Expect: 100-continue is supported" },
+	{ 501, NULL, "method_not_implemented",
+	    "this HTTP method is not implemented" }
+};
 
 /*
  * Runs right after evhttp has queued an error page of its own and before
@@ -322,60 +469,50 @@ http_conn_fix(evutil_socket_t fd, short what, void *arg)
 {
 	struct http_conn	*c = arg;
 	struct evbuffer		*out = bufferevent_get_output(c->bev);
-	struct evbuffer		*keep = NULL;
 	struct evbuffer_ptr	 at;
 	const char		*code, *message;
-	char			 line[128], msg[128], *eol, *body;
-	size_t			 len = evbuffer_get_length(out), n;
+	char			 line[128], *eol, *body = NULL;
+	ev_ssize_t		 n;
+	size_t			 i;
 	int			 status, frozen;
 
 	(void)fd;
 	(void)what;
-	if (c->refusing || c->fix_from >= len ||
+	if (c->refusing || c->fix_from >= evbuffer_get_length(out) ||
 	    evbuffer_ptr_set(out, &at, c->fix_from, EVBUFFER_PTR_SET) == -1)
 		return;
 	frozen = http_out_thaw(out);
+	c->fixing = 1;
 	n = evbuffer_copyout_from(out, &at, line, sizeof(line) - 1);
-	line[n == (size_t)-1 ? 0 : n] = '\0';
+	line[n < 0 ? 0 : n] = '\0';
 	/* "HTTP/1.x NNN Reason\r\n" */
-	if ((eol = strstr(line, "\r\n")) == NULL || eol - line < 13) {
-		http_out_refreeze(out, frozen);
-		return;
-	}
+	if ((eol = strstr(line, "\r\n")) == NULL || eol - line < 13)
+		goto done;
 	*eol = '\0';
 	status = atoi(line + 9);
-	http_status_error(status, &code, &message);
-	if (message == NULL) {
-		snprintf(msg, sizeof(msg), "request body is larger than %zu "
-		    "bytes", c->w->max_body);
-		message = msg;
-	}
-	if ((body = order_error_json(code, message)) == NULL) {
-		http_out_refreeze(out, frozen);
-		return;
-	}
-	c->fixing = 1;
-	if (c->fix_from > 0 && ((keep = evbuffer_new()) == NULL ||
-	    evbuffer_remove_buffer(out, keep, c->fix_from) == -1)) {
-		if (keep != NULL)
-			evbuffer_free(keep);
-		c->fixing = 0;
-		free(body);
-		http_out_refreeze(out, frozen);
-		return;
-	}
+	code = status < 500 ? "bad_request" : "internal_error";
+	message = "the request could not be handled";
+	for (i = 0; i < sizeof(http_page_errors) / sizeof(http_page_errors[0]);
+	    i++)
+		if (http_page_errors[i].status == status) {
+			code = http_page_errors[i].code;
+			message = http_page_errors[i].message;
+		}
+	/* the answers before the page stay */
+	if ((body = order_error_json(code, message)) == NULL ||
+	    evbuffer_remove_buffer(out, http_cut_buf, c->fix_from) !=
+	    (int)c->fix_from)
+		goto done;
 	evbuffer_drain(out, evbuffer_get_length(out));
 	evbuffer_add_printf(out, "%s\r\nContent-Type: application/json\r\n"
 	    "Content-Length: %zu\r\nConnection: close\r\n\r\n%s", line,
 	    strlen(body), body);
-	if (keep != NULL) {
-		evbuffer_prepend_buffer(out, keep);
-		evbuffer_free(keep);
-	}
+	log_debug("answered an evhttp error page in JSON: %d", status);
+done:
+	evbuffer_prepend_buffer(out, http_cut_buf);
 	http_out_refreeze(out, frozen);
 	c->fixing = 0;
 	free(body);
-	log_debug("answered an evhttp error page in JSON: %d", status);
 }
 
 /* An answer is being written, so the request before it is complete: what
@@ -390,7 +527,13 @@ http_conn_output(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	ev_ssize_t		 n;
 	int			 frozen;
 
-	if (c->refusing || c->fixing || info->n_added == 0)
+	if (c->refusing || c->fixing)
+		return;
+	/* an answer is written: the refusal may be next */
+	if (c->stop != NULL && info->n_deleted > 0 &&
+	    evbuffer_get_length(buf) == 0)
+		event_active(c->over_ev, EV_TIMEOUT, 1);
+	if (info->n_added == 0)
 		return;
 	c->pending = evbuffer_get_length(bufferevent_get_input(c->bev));
 	if (c->pending > 0)
@@ -431,6 +574,10 @@ http_conn_first(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	    (c->fix_ev = event_new(c->w->base, -1, 0, http_conn_fix, c)) ==
 	    NULL)
 		return;		/* try again with the next bytes */
+	if (c->over_ev == NULL &&
+	    (c->over_ev = event_new(c->w->base, -1, 0, http_conn_over, c)) ==
+	    NULL)
+		return;
 	if (c->in_cb == NULL &&
 	    (c->in_cb = evbuffer_add_cb(buf, http_conn_input, c)) == NULL)
 		return;
@@ -441,7 +588,7 @@ http_conn_first(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	c->first_cb = NULL;
 	c->listed = 1;
 	TAILQ_INSERT_TAIL(&c->w->conns, c, entry);
-	http_conn_count(c, info->n_added);
+	http_conn_input(buf, info, c);
 }
 
 /*
@@ -539,6 +686,7 @@ http_conn_new(struct event_base *base, void *arg)
 	}
 	c->w = w;
 	c->bev = bev;
+	http_frame_init(&c->frame, &http_limits);
 	bufferevent_incref(bev);	/* till http_conn_adopt() */
 	TAILQ_INSERT_TAIL(&w->fresh, c, entry);
 	event_active(w->adopt_ev, EV_TIMEOUT, 1);
@@ -596,6 +744,11 @@ http_guard_attach(struct http_worker *w)
 {
 	http_self = w;
 	w->max_conns = http_guard_max_conns(w->conf);
+	http_limits.max_line = HTTP_LINE_MAX;
+	http_limits.max_head = HTTP_HEAD_MAX;
+	http_limits.max_body = w->max_body;
+	if ((http_cut_buf = evbuffer_new()) == NULL)
+		return -1;
 	if ((w->adopt_ev = event_new(w->base, -1, 0, http_conn_adopt, w)) ==
 	    NULL || (w->resume_ev = evtimer_new(w->base, http_accept_retry,
 	    w)) == NULL)
@@ -637,6 +790,9 @@ http_guard_free(struct http_worker *w)
 		event_free(w->adopt_ev);
 	if (w->resume_ev != NULL)
 		event_free(w->resume_ev);
+	if (http_cut_buf != NULL)
+		evbuffer_free(http_cut_buf);
+	http_cut_buf = NULL;
 }
 
 void
