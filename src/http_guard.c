@@ -416,9 +416,10 @@ http_conn_input(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 
 	if (c->editing || c->refusing || info->n_added == 0)
 		return;
-	http_conn_count(c, info->n_added);
+	/* framed first: http_conn_idle() counts the new bytes as fed */
+	http_conn_frame(c, buf, info->n_added);
 	if (!c->refusing)
-		http_conn_frame(c, buf, info->n_added);
+		http_conn_count(c, info->n_added);
 }
 
 /*
