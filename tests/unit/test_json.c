@@ -299,9 +299,12 @@ test_depth(void **state)
 	assert_non_null(t);
 	for (i = 0; i < 2; i++) {
 		n = 0;
-		for (d = 1; d < JSON_DEPTH_MAX + i; d++)
-			n += (size_t)sprintf(t + n, "{\"a\":");
-		n += (size_t)sprintf(t + n, "{}");
+		for (d = 1; d < JSON_DEPTH_MAX + i; d++) {
+			memcpy(t + n, "{\"a\":", 5);
+			n += 5;
+		}
+		memcpy(t + n, "{}", 2);
+		n += 2;
 		for (d = 1; d < JSON_DEPTH_MAX + i; d++)
 			t[n++] = '}';
 		if (i == 0)
