@@ -269,10 +269,17 @@ conf_v_url(cfg_t *cfg, cfg_opt_t *opt)
 {
 	const char	*v = cfg_opt_getnstr(opt, 0);
 
+	size_t		 n;
+
 	if (v != NULL && *v != '\0' && strncmp(v, "http://", 7) != 0 &&
 	    strncmp(v, "https://", 8) != 0) {
-		cfg_error(cfg, "%s.%s = \"%s\": expected an http:// or "
-		    "https:// URL", conf_section(cfg), cfg_opt_name(opt), v);
+		/* Only what comes before "://": the rest may hold
+		 * credentials (user:password@host). */
+		n = strcspn(v, ":/@");
+		cfg_error(cfg, "%s.%s: expected an http:// or https:// URL, "
+		    "not one that starts \"%.*s%s\"", conf_section(cfg),
+		    cfg_opt_name(opt), n > 16 ? 16 : (int)n, v,
+		    v[n] == ':' ? ":" : "");
 		return -1;
 	}
 	return 0;
@@ -681,7 +688,15 @@ conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 		free(buf);
 		return -1;
 	}
-	conf_strip_comments(buf);
+	/* A glued marker after a string left open is that string's fault. */
+	if ((line = conf_strip_comments(buf)) > 0 &&
+	    conf_find_open_quote(buf) == 0) {
+		snprintf(err, errlen, "%s:%d: a comment marker ('#', '//' or "
+		    "'/*') right after an unquoted value would cut it short: "
+		    "quote the value", path, line);
+		free(buf);
+		return -1;
+	}
 	conf_scan_secrets(buf, &conf_secrets);
 	if ((cfg = cfg_init(top_opts, CFGF_NONE)) == NULL) {
 		snprintf(err, errlen, "%s: out of memory", path);

@@ -43,8 +43,10 @@ char		*conf_read(const char *path, size_t *lenp, mode_t *modep,
 /* The line of the first NUL byte in buf[0..len), or 0 if there is none. */
 int		 conf_find_nul(const char *buf, size_t len);
 /* Blank out the comments of the NUL-terminated buf, keeping every newline
- * (libconfuse 3.3 miscounts lines in comments). */
-void		 conf_strip_comments(char *buf);
+ * (libconfuse 3.3 miscounts lines in comments).  Returns the line of the
+ * first comment marker glued to a bare value (which libconfuse would cut
+ * there: quote the value), or 0. */
+int		 conf_strip_comments(char *buf);
 /* Note every assignment of a secret key in buf (comments stripped) in
  * *secrets; its spans point into buf. */
 void		 conf_scan_secrets(const char *buf, struct conf_secrets *);

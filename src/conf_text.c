@@ -22,6 +22,11 @@
 #include "outboxd.h"
 #include "conf.h"
 
+/* A character of a bare (unquoted) value: a comment marker right after
+ * one is glued to it. */
+#define CONF_IS_BARE(c)	(isalnum((unsigned char)(c)) || \
+			    strchr("_-.:/@+%$!?&=~*^", (c)) != NULL)
+
 /* What a file that is not a regular file is, for the refusal. */
 static const char *
 conf_file_kind(mode_t m)
@@ -140,13 +145,15 @@ conf_find_nul(const char *buf, size_t len)
  * comment line more than once, so error line numbers in a commented file
  * pointed past the fault; with the comments gone its count is right.
  */
-void
+int
 conf_strip_comments(char *buf)
 {
 	char	*p;
-	int	 quote = 0;
+	int	 quote = 0, line = 1, glued = 0;
 
 	for (p = buf; *p != '\0'; p++) {
+		if (*p == '\n')
+			line++;
 		if (quote) {
 			if (*p == '\\' && p[1] != '\0')
 				p++;
@@ -154,21 +161,33 @@ conf_strip_comments(char *buf)
 				quote = 0;
 		} else if (*p == '"' || *p == '\'') {
 			quote = *p;
-		} else if (*p == '#' || (*p == '/' && p[1] == '/')) {
-			for (; *p != '\0' && *p != '\n'; p++)
-				*p = ' ';
-			if (*p == '\0')
-				break;
-		} else if (*p == '/' && p[1] == '*') {
+		} else if (*p == '#' || (*p == '/' && (p[1] == '/' ||
+		    p[1] == '*'))) {
+			/* Right after a word, the marker cuts a bare value
+			 * short (a token "abc#def", a URL "postgres://"):
+			 * libconfuse would take the rest for a comment. */
+			if (!glued && p > buf && CONF_IS_BARE(p[-1]))
+				glued = line;
+			if (*p != '/' || p[1] == '/') {
+				for (; *p != '\0' && *p != '\n'; p++)
+					*p = ' ';
+				if (*p == '\0')
+					break;
+				line++;
+				continue;
+			}
 			for (; *p != '\0' && !(*p == '*' && p[1] == '/'); p++)
 				if (*p != '\n')
 					*p = ' ';
+				else
+					line++;
 			if (*p == '\0')
 				break;
 			p[0] = p[1] = ' ';
 			p++;
 		}
 	}
+	return glued;
 }
 
 /* Keys whose value is a secret, wherever they are written (a misplaced

@@ -287,6 +287,39 @@ expect_refused(const char *p, int line, const char *fragment)
 		fail_msg("error \"%s\" lacks \"%s\"", err, fragment);
 }
 
+/* A URL that is refused is not echoed past its scheme: its userinfo may
+ * be a password. */
+static void
+test_url_not_echoed(void **state)
+{
+	struct conf	*c = NULL;
+	char		 err[512];
+
+	(void)state;
+	clear_env();
+	assert_int_equal(conf_load(write_conf("database = \"x\"\nwebhook { "
+	    "url = \"ftp://user:LEAK18@h/x\" }\n"), &c, err, sizeof(err)),
+	    -1);
+	unlink(path);
+	assert_null(c);
+	assert_non_null(strstr(err, "expected an http:// or https:// URL"));
+	assert_null(strstr(err, "LEAK18"));
+}
+
+/* A comment marker glued to a bare value would cut it (libconfuse reads
+ * the rest as a comment): refused with the line, never a cut secret. */
+static void
+test_glued_comment(void **state)
+{
+	(void)state;
+	expect_error("database = \"x\"\nadmin { token = abcdefghijklmnop#qrst"
+	    "uvwxyz0123456789 }\n", 2, "quote the value");
+	expect_error("database = postgresql://u:pw@127.0.0.1:1/db\n", 1,
+	    "quote the value");
+	expect_error("database = \"x\"\nhttp { workers = 2/* c */ }\n", 2,
+	    "quote the value");
+}
+
 /* Only a regular file is read: the others are refused by kind, at once
  * (a FIFO without a writer would block an open without O_NONBLOCK). */
 static void
@@ -517,6 +550,8 @@ main(void)
 		cmocka_unit_test(test_good_file),
 		cmocka_unit_test(test_defaults_and_env),
 		cmocka_unit_test(test_bad_files),
+		cmocka_unit_test(test_glued_comment),
+		cmocka_unit_test(test_url_not_echoed),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_lease_twice_timeout),
 		cmocka_unit_test(test_http_only),
