@@ -423,7 +423,8 @@ admin_http_main(struct conf *conf, int admin_fd)
 	evhttp_set_default_content_type(a.http, "application/json");
 	evhttp_set_allowed_methods(a.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
 	    EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-	    EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+	    EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+	    EVHTTP_REQ_CONNECT);
 	if ((fd = fcntl(admin_fd, F_DUPFD_CLOEXEC, 0)) == -1) {
 		log_warn("dup admin socket");
 		goto out;
