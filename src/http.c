@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 #include <sys/queue.h>
+#include <sys/resource.h>
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@
 					   accepted connection get in */
 #define HTTP_JOBS_KEPT		1024	/* free job records kept for reuse */
 #define HTTP_SETUP_MAX		8	/* statements of a link's setup */
+#define HTTP_CONNS_AUTO_MAX	65536	/* http.max_connections 0, at most */
 
 /*
  * Route and start of every request a handler holds, for the metrics:
@@ -557,6 +559,24 @@ http_worker_free(struct http_worker *w)
 		event_base_free(w->base);
 }
 
+/* http.max_connections as this worker applies it (the guard's accept
+ * gate): the configured value, or with 0 what RLIMIT_NOFILE leaves after
+ * HTTP_FD_RESERVE and the database connections. */
+static int
+http_max_conns(const struct conf *conf)
+{
+	struct rlimit	rl;
+	long		n;
+
+	if (conf->http.max_connections > 0)
+		return conf->http.max_connections;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
+		return HTTP_CONNS_AUTO_MAX;
+	n = (long)rl.rlim_cur - HTTP_FD_RESERVE - conf->http.db_connections;
+	return n < 1 ? 1 : n > HTTP_CONNS_AUTO_MAX ? HTTP_CONNS_AUTO_MAX :
+	    (int)n;
+}
+
 /* Open the pool (blocking, at start only; a link that cannot connect
  * retries with backoff) and begin each setup: the orders' statements,
  * then the question whether a trigger notifies. */
@@ -634,7 +654,7 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 	w.guard.base = w.base;
 	w.guard.http = w.http;
 	w.guard.max_body = w.max_body;
-	w.guard.max_conns = http_guard_max_conns(conf);
+	w.guard.max_conns = http_max_conns(conf);
 	if (http_guard_attach(&w.guard) == -1) {
 		log_warnx("event_new failed");
 		goto fail;

@@ -1,7 +1,8 @@
 /*
  * http.h - shared by the HTTP worker's files (http.c, http_orders.c,
- * http_pool.c, http_wake.c, http_guard.c): the worker, its jobs, and the
- * prototypes each file offers the others.
+ * http_pool.c, http_wake.c): the worker, its jobs, and the prototypes
+ * each file offers the others.  Its connection guard, http_guard.c, is
+ * shared with the admin worker through http_guard.h.
  */
 #ifndef HTTP_H
 #define HTTP_H

@@ -22,19 +22,18 @@
  * output buffer and replaced by the same status in JSON.
  *
  * It also counts the connections from accept to close and, for the HTTP
- * worker (http_guard_listen()), gates the listener: with http.max_connections open it stops accepting until
- * one closes, and when accept() runs out of descriptors (EMFILE, ENFILE)
- * it pauses for HTTP_ACCEPT_RETRY_MS instead of failing again at once,
- * which libevent would do, and log, in a busy loop while the kernel's
- * backlog holds a connection (as nginx and PgBouncer do).
+ * worker (http_guard_listen()), gates the listener: with
+ * http.max_connections open it stops accepting until one closes, and
+ * when accept() runs out of descriptors (EMFILE, ENFILE) it pauses for
+ * HTTP_ACCEPT_RETRY_MS instead of failing again at once, which libevent
+ * would do, and log, in a busy loop while the kernel's backlog holds a
+ * connection (as nginx and PgBouncer do).
  */
 #include "config.h"
 
 #include <sys/types.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
-
-#include <sys/resource.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -55,7 +54,6 @@
 #define HTTP_REQUEST_TIMEOUT_S	30	/* one request, first byte to last */
 #define HTTP_LINGER_MS		2000	/* reading after a refusal */
 #define HTTP_ACCEPT_RETRY_MS	250	/* out of descriptors: accept again */
-#define HTTP_CONNS_AUTO_MAX	65536	/* http.max_connections 0, at most */
 
 /* One accepted connection as the guard sees it. */
 struct http_conn {
@@ -724,21 +722,6 @@ http_accept_error(struct evconnlistener *lev, void *arg)
 	    "for %d ms", strerror(err), g->nconns, HTTP_ACCEPT_RETRY_MS);
 	http_accept_pause(g, HTTP_PAUSED_FDS);
 	evtimer_add(g->resume_ev, &tv);
-}
-
-int
-http_guard_max_conns(const struct conf *conf)
-{
-	struct rlimit	rl;
-	long		n;
-
-	if (conf->http.max_connections > 0)
-		return conf->http.max_connections;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
-		return HTTP_CONNS_AUTO_MAX;
-	n = (long)rl.rlim_cur - HTTP_FD_RESERVE - conf->http.db_connections;
-	return n < 1 ? 1 : n > HTTP_CONNS_AUTO_MAX ? HTTP_CONNS_AUTO_MAX :
-	    (int)n;
 }
 
 int

@@ -75,10 +75,6 @@ int		 http_guard_attach(struct http_guard *);
  * memory.
  */
 int		 http_guard_listen(struct http_guard *);
-/* http.max_connections as the HTTP worker applies it: the configured
- * value, or with 0 what RLIMIT_NOFILE leaves after HTTP_FD_RESERVE and
- * the database connections. */
-int		 http_guard_max_conns(const struct conf *);
 /* Stopping: accept nothing more (the other workers go on). */
 void		 http_guard_stop(struct http_guard *);
 /* After evhttp_free(): free what is left of the guard. */
