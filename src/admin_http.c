@@ -17,7 +17,9 @@
  * connection (statement_timeout ADMIN_STATEMENT_TIMEOUT), opened at the
  * first request and again after it breaks: a database outage makes the
  * API answer 503, not the worker exit.  The operations themselves, and
- * their SQL, are admin.c's, shared with outboxctl.
+ * their SQL, are admin.c's, shared with outboxctl.  Every connection has
+ * the orders listener's guard (http_guard.c): strict framing before
+ * evhttp, JSON refusals and error pages, the same line and header limits.
  */
 #include "config.h"
 
@@ -41,6 +43,7 @@
 #include <libpq-fe.h>
 
 #include "outboxd.h"
+#include "http_guard.h"
 
 #define ADMIN_STATEMENT_TIMEOUT	"10s"
 #define ADMIN_IO_TIMEOUT_S	30
@@ -51,10 +54,14 @@ struct admin_worker {
 	struct conf		*conf;
 	struct event_base	*base;
 	struct evhttp		*http;
+	struct http_guard	 guard;
 	PGconn			*pg;
 	int			 db_failing;	/* log a failing database once */
 };
 
+static struct admin_worker	*admin_self;	/* the guard of every answer */
+
+/* Every answer goes out here, once per request (http_guard's count). */
 static void
 admin_send(struct evhttp_request *req, int code, const char *body)
 {
@@ -65,7 +72,10 @@ admin_send(struct evhttp_request *req, int code, const char *body)
 	evbuffer_add(evhttp_request_get_output_buffer(req), body,
 	    strlen(body));
 	evbuffer_add(evhttp_request_get_output_buffer(req), "\n", 1);
+	http_guard_request_end(&admin_self->guard, req);
+	admin_self->guard.replying = 1;	/* ours, not an evhttp page */
 	evhttp_send_reply(req, code, NULL, NULL);
+	admin_self->guard.replying = 0;
 }
 
 static int
@@ -305,6 +315,7 @@ admin_request(struct evhttp_request *req, void *arg)
 	PGconn			*pg;
 	int			 route, code, get, post;
 
+	http_guard_request_start(&a->guard, req);
 	if (path == NULL)
 		path = "";
 	get = m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD;
@@ -397,12 +408,23 @@ admin_http_main(struct conf *conf, int admin_fd)
 		goto out;
 	}
 	evhttp_set_gencb(a.http, admin_request, &a);
+	admin_self = &a;
+	a.guard.base = a.base;
+	a.guard.http = a.http;
+	a.guard.max_body = ADMIN_BODY_MAX;
+	if (http_guard_attach(&a.guard) == -1) {
+		log_warnx("cannot set up the connection guard");
+		goto out;
+	}
 	evhttp_set_timeout(a.http, ADMIN_IO_TIMEOUT_S);
 	evhttp_set_max_body_size(a.http, ADMIN_BODY_MAX);
+	/* the guard refuses what breaks the limits first, in JSON */
+	evhttp_set_max_headers_size(a.http, HTTP_EVHTTP_HEAD_MAX);
 	evhttp_set_default_content_type(a.http, "application/json");
 	evhttp_set_allowed_methods(a.http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
 	    EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-	    EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+	    EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
+	    EVHTTP_REQ_CONNECT);
 	if ((fd = fcntl(admin_fd, F_DUPFD_CLOEXEC, 0)) == -1) {
 		log_warn("dup admin socket");
 		goto out;
@@ -422,6 +444,7 @@ admin_http_main(struct conf *conf, int admin_fd)
 out:
 	if (a.http != NULL)
 		evhttp_free(a.http);
+	http_guard_free(&a.guard);
 	if (a.pg != NULL)
 		PQfinish(a.pg);
 	event_base_free(a.base);

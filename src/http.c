@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 #include <sys/queue.h>
+#include <sys/resource.h>
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@
 					   accepted connection get in */
 #define HTTP_JOBS_KEPT		1024	/* free job records kept for reuse */
 #define HTTP_SETUP_MAX		8	/* statements of a link's setup */
+#define HTTP_CONNS_AUTO_MAX	65536	/* http.max_connections 0, at most */
 
 /*
  * Route and start of every request a handler holds, for the metrics:
@@ -172,7 +174,7 @@ http_reply(struct http_worker *w, struct evhttp_request *req, int code,
 		evbuffer_add(evhttp_request_get_output_buffer(req), body, len);
 	}
 	http_timing_end(req, code);
-	http_guard_request_end(w, req);
+	http_guard_request_end(&w->guard, req);
 	/* Clients go to another worker from now on. */
 	if (w->stopping)
 		evhttp_add_header(h, "Connection", "close");
@@ -181,9 +183,9 @@ http_reply(struct http_worker *w, struct evhttp_request *req, int code,
 		evhttp_request_set_on_complete_cb(req, http_sent, w);
 		w->unflushed++;
 	}
-	w->replying = 1;	/* this output is ours, not evhttp's */
+	w->guard.replying = 1;	/* this output is ours, not evhttp's */
 	evhttp_send_reply(req, code, NULL, NULL);
-	w->replying = 0;
+	w->guard.replying = 0;
 	if (--w->inflight == 0)
 		http_exit_if_done(w);
 }
@@ -459,7 +461,7 @@ http_request(struct evhttp_request *req, void *arg)
 				    m == EVHTTP_REQ_HEAD;
 
 	w->inflight++;
-	http_guard_request_start(w, req);
+	http_guard_request_start(&w->guard, req);
 	if ((uri = evhttp_request_get_evhttp_uri(req)) != NULL)
 		path = evhttp_uri_get_path(uri);
 	if (path == NULL)
@@ -518,7 +520,7 @@ http_on_stop(void *arg, int deadline)
 	w->stopping = 1;
 	/* Disabled, not closed: the other workers go on accepting on the
 	 * shared socket; evhttp_free() closes our duplicate at exit. */
-	http_guard_stop(w);
+	http_guard_stop(&w->guard);
 	log_info("stopping: %d requests in progress", w->inflight);
 	/*
 	 * A connection accepted just before the stop may not have sent its
@@ -544,7 +546,7 @@ http_worker_free(struct http_worker *w)
 	/* Frees every connection: their guards go with them. */
 	if (w->http != NULL)
 		evhttp_free(w->http);
-	http_guard_free(w);
+	http_guard_free(&w->guard);
 	http_pool_free(w->pool);
 	http_wake_free(w);
 	if (w->drain_ev != NULL)
@@ -555,6 +557,24 @@ http_worker_free(struct http_worker *w)
 	}
 	if (w->base != NULL)
 		event_base_free(w->base);
+}
+
+/* http.max_connections as this worker applies it (the guard's accept
+ * gate): the configured value, or with 0 what RLIMIT_NOFILE leaves after
+ * HTTP_FD_RESERVE and the database connections. */
+static int
+http_max_conns(const struct conf *conf)
+{
+	struct rlimit	rl;
+	long		n;
+
+	if (conf->http.max_connections > 0)
+		return conf->http.max_connections;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
+		return HTTP_CONNS_AUTO_MAX;
+	n = (long)rl.rlim_cur - HTTP_FD_RESERVE - conf->http.db_connections;
+	return n < 1 ? 1 : n > HTTP_CONNS_AUTO_MAX ? HTTP_CONNS_AUTO_MAX :
+	    (int)n;
 }
 
 /* Open the pool (blocking, at start only; a link that cannot connect
@@ -608,8 +628,6 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 	w.conf = conf;
 	w.index = index;
 	TAILQ_INIT(&w.spare);
-	TAILQ_INIT(&w.conns);
-	TAILQ_INIT(&w.fresh);
 	w.max_body = conf->http.max_body_size > 0 ?
 	    (size_t)conf->http.max_body_size : 0;
 
@@ -633,7 +651,11 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 		goto fail;
 	}
 	evhttp_set_gencb(w.http, http_request, &w);
-	if (http_guard_attach(&w) == -1) {
+	w.guard.base = w.base;
+	w.guard.http = w.http;
+	w.guard.max_body = w.max_body;
+	w.guard.max_conns = http_max_conns(conf);
+	if (http_guard_attach(&w.guard) == -1) {
 		log_warnx("event_new failed");
 		goto fail;
 	}
@@ -655,18 +677,18 @@ http_worker_main(struct conf *conf, int listen_fd, int index)
 		log_warn("dup listening socket");
 		goto fail;
 	}
-	if ((w.bound = evhttp_accept_socket_with_handle(w.http, fd)) ==
-	    NULL) {
+	if ((w.guard.bound = evhttp_accept_socket_with_handle(w.http,
+	    fd)) == NULL) {
 		log_warnx("cannot accept on the listening socket");
 		close(fd);
 		goto fail;
 	}
-	if (http_guard_listen(&w) == -1)
+	if (http_guard_listen(&w.guard) == -1)
 		goto fail;
 	metrics_set_sink_unready(conf->relay.unready_after);
 
 	log_info("serving with %d database connections, at most %d client "
-	    "connections", http_pool_size(w.pool), w.max_conns);
+	    "connections", http_pool_size(w.pool), w.guard.max_conns);
 	if (event_base_dispatch(w.base) == -1) {
 		log_warnx("event loop failed");
 		goto fail;

@@ -1,7 +1,8 @@
 /*
  * http.h - shared by the HTTP worker's files (http.c, http_orders.c,
- * http_pool.c, http_wake.c, http_guard.c): the worker, its jobs, and the
- * prototypes each file offers the others.
+ * http_pool.c, http_wake.c): the worker, its jobs, and the prototypes
+ * each file offers the others.  Its connection guard, http_guard.c, is
+ * shared with the admin worker through http_guard.h.
  */
 #ifndef HTTP_H
 #define HTTP_H
@@ -14,24 +15,15 @@
 #include <libpq-fe.h>
 
 #include "outboxd.h"
+#include "http_guard.h"
 
 struct event;
 struct event_base;
 struct evhttp;
-struct evhttp_bound_socket;
 struct evhttp_request;
-struct http_conn;
 struct http_pool;
 
 #define HTTP_BATCH_MAX		32	/* orders written by one statement */
-/* What http_guard.c's framer lets through (414, 431; a trailer gets the
- * header section's limit of its own; bodies: http.max_body_size, 413). */
-#define HTTP_LINE_MAX		8192	/* request line */
-#define HTTP_HEAD_MAX		16384	/* header section */
-/* evhttp's own limit, above what the framer passes, so that the framer
- * answers first: evhttp counts the request line, header and trailer
- * lines together, without their line endings. */
-#define HTTP_EVHTTP_HEAD_MAX	(HTTP_LINE_MAX + 2 * HTTP_HEAD_MAX + 1024)
 
 /* A statement every connection prepares (name) or runs once (name NULL)
  * before it takes jobs. */
@@ -83,13 +75,11 @@ struct http_worker {
 	int			 index;
 	struct event_base	*base;
 	struct evhttp		*http;
-	struct evhttp_bound_socket *bound;
 	struct http_pool	*pool;
 	struct http_jobq	 spare;		/* job records for reuse */
 	int			 nspare;
 	int			 inflight;	/* requests not yet answered */
 	int			 unflushed;	/* answers not yet written */
-	int			 replying;	/* in evhttp_send_reply() */
 	int			 stopping;
 	struct event		*drain_ev;	/* end of HTTP_DRAIN_MS */
 	int			 drained;	/* HTTP_DRAIN_MS are over */
@@ -99,21 +89,8 @@ struct http_worker {
 	int			 notify_self;	/* no trigger notifies */
 	int			 notify_dirty;	/* orders since the last */
 	struct event		*notify_ev;	/* the NOTIFY window */
-	/* http_guard.c's */
-	TAILQ_HEAD(, http_conn)	 conns;		/* that sent a byte */
-	TAILQ_HEAD(, http_conn)	 fresh;		/* accepted this loop pass */
-	struct event		*adopt_ev;	/* hooks the fresh ones' close */
-	struct event		*resume_ev;	/* accepting again after EMFILE */
-	int			 nconns;	/* open, from accept to close */
-	int			 max_conns;	/* http.max_connections, resolved */
-	int			 paused;	/* HTTP_PAUSED_* bits */
-	struct log_limit	 fd_limit;	/* "cannot accept" */
-	struct log_limit	 cap_limit;	/* "max_connections reached" */
+	struct http_guard	 guard;		/* http_guard.c's */
 };
-
-/* Why accepting is paused (http_worker.paused). */
-#define HTTP_PAUSED_FDS		0x1	/* descriptors ran out: retry later */
-#define HTTP_PAUSED_CAP		0x2	/* max_conns open: until one closes */
 
 /* ---- http.c: the worker, its routes, answers and jobs ----------------- */
 
@@ -264,33 +241,5 @@ void		 http_wake_after_commit(struct http_worker *);
 /* A NOTIFY or GIVE_BACK job is over (res NULL: it never ran). */
 void		 http_wake_done(struct http_worker *, struct http_job *,
 		    const PGresult *res, int link);
-
-/* ---- http_guard.c: the per-connection guard --------------------------- */
-
-/* Guard and count every connection w->http accepts from now on
- * (evhttp_set_bevcb).  -1 if out of memory. */
-int		 http_guard_attach(struct http_worker *);
-/*
- * Gate w->bound's listener: pause accepting when descriptors run out
- * (EMFILE, ENFILE: one rate-limited line, retried every
- * HTTP_ACCEPT_RETRY_MS and at every close) or while w->max_conns
- * connections are open (until one closes), instead of libevent's warning
- * on every failed accept.  -1 if out of memory.
- */
-int		 http_guard_listen(struct http_worker *);
-/* http.max_connections as this worker applies it: the configured value,
- * or with 0 what RLIMIT_NOFILE leaves after HTTP_FD_RESERVE and the
- * database connections. */
-int		 http_guard_max_conns(const struct conf *);
-/* Stopping: accept nothing more (the other workers go on). */
-void		 http_guard_stop(struct http_worker *);
-/* After evhttp_free(): free what is left of the guard. */
-void		 http_guard_free(struct http_worker *);
-/* A handler took req / answered it: the guard's count of requests in our
- * hands on its connection. */
-void		 http_guard_request_start(struct http_worker *,
-		    struct evhttp_request *);
-void		 http_guard_request_end(struct http_worker *,
-		    struct evhttp_request *);
 
 #endif /* HTTP_H */

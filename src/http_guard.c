@@ -1,7 +1,9 @@
 /*
- * http_guard.c - the per-connection guard of the HTTP worker: strict
- * framing in front of evhttp, JSON refusals, cutting a request that
- * trickles in too slowly, lingering after a refusal.
+ * http_guard.c - the per-connection guard of an evhttp listener, the
+ * HTTP worker's and the admin worker's (each owns a struct http_guard,
+ * http_guard.h): strict framing in front of evhttp, JSON refusals,
+ * cutting a request that trickles in too slowly, lingering after a
+ * refusal.
  *
  * evhttp 2.1 frames requests leniently (http_frame.c says how) and
  * answers its own errors in HTML, with no hook to do otherwise.  So each
@@ -19,20 +21,19 @@
  * than 100-continue, empty lines before a request) is caught on the
  * output buffer and replaced by the same status in JSON.
  *
- * It also counts the worker's connections from accept to close and gates
- * the listener: with http.max_connections open it stops accepting until
- * one closes, and when accept() runs out of descriptors (EMFILE, ENFILE)
- * it pauses for HTTP_ACCEPT_RETRY_MS instead of failing again at once,
- * which libevent would do, and log, in a busy loop while the kernel's
- * backlog holds a connection (as nginx and PgBouncer do).
+ * It also counts the connections from accept to close and, for the HTTP
+ * worker (http_guard_listen()), gates the listener: with
+ * http.max_connections open it stops accepting until one closes, and
+ * when accept() runs out of descriptors (EMFILE, ENFILE) it pauses for
+ * HTTP_ACCEPT_RETRY_MS instead of failing again at once, which libevent
+ * would do, and log, in a busy loop while the kernel's backlog holds a
+ * connection (as nginx and PgBouncer do).
  */
 #include "config.h"
 
 #include <sys/types.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
-
-#include <sys/resource.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -47,23 +48,22 @@
 #include <event2/listener.h>
 
 #include "outboxd.h"
-#include "http.h"
+#include "http_guard.h"
 #include "http_frame.h"
 
 #define HTTP_REQUEST_TIMEOUT_S	30	/* one request, first byte to last */
 #define HTTP_LINGER_MS		2000	/* reading after a refusal */
 #define HTTP_ACCEPT_RETRY_MS	250	/* out of descriptors: accept again */
-#define HTTP_CONNS_AUTO_MAX	65536	/* http.max_connections 0, at most */
 
 /* One accepted connection as the guard sees it. */
 struct http_conn {
-	struct http_worker		*w;
+	struct http_guard		*g;
 	struct bufferevent		*bev;
 	struct evhttp_connection	*evcon;
 	struct evbuffer_cb_entry	*first_cb;	/* till the first byte */
 	struct evbuffer_cb_entry	*in_cb;
 	struct evbuffer_cb_entry	*out_cb;
-	int				 listed;	/* on w->conns */
+	int				 listed;	/* on g->conns */
 	size_t				 pending;	/* bytes not answered */
 	time_t				 started;	/* first of them, s */
 	int				 refusing;
@@ -84,11 +84,9 @@ struct http_conn {
 	TAILQ_ENTRY(http_conn)		 entry;
 };
 
-/* One worker per process: the listener's error callback gets evhttp's
- * argument, not ours. */
-static struct http_worker	*http_self;
-static struct http_frame_limits	 http_limits;	/* every connection's */
-static struct evbuffer		*http_cut_buf;	/* http_conn_cut()'s */
+/* The gated guard (one per process): the listener's error callback gets
+ * evhttp's argument, not ours. */
+static struct http_guard	*http_gate;
 
 /* Monotonic seconds, for idle timeouts. */
 static time_t
@@ -102,20 +100,20 @@ http_now(void)
  * A linear search: a worker holds few connections that send requests.
  */
 static struct http_conn *
-http_conn_of(struct http_worker *w, struct evhttp_request *req)
+http_conn_of(struct http_guard *g, struct evhttp_request *req)
 {
 	struct evhttp_connection	*evcon;
 	struct http_conn		*c;
 
 	if ((evcon = evhttp_request_get_connection(req)) == NULL)
 		return NULL;
-	TAILQ_FOREACH(c, &w->conns, entry)
+	TAILQ_FOREACH(c, &g->conns, entry)
 		if (c->evcon == evcon)
 			return c;
 	return NULL;
 }
 
-static void	http_accept_resume(struct http_worker *);
+static void	http_accept_resume(struct http_guard *);
 
 /* evhttp is done with the connection (or we are): forget it; one more
  * may be accepted. */
@@ -123,7 +121,7 @@ static void
 http_conn_closed(struct evhttp_connection *evcon, void *arg)
 {
 	struct http_conn	*c = arg;
-	struct http_worker	*w = c->w;
+	struct http_guard	*g = c->g;
 
 	(void)evcon;
 	if (c->listed) {
@@ -135,14 +133,14 @@ http_conn_closed(struct evhttp_connection *evcon, void *arg)
 		    c->in_cb);
 		evbuffer_remove_cb_entry(bufferevent_get_output(c->bev),
 		    c->out_cb);
-		TAILQ_REMOVE(&w->conns, c, entry);
+		TAILQ_REMOVE(&g->conns, c, entry);
 	} else
 		evbuffer_remove_cb_entry(bufferevent_get_input(c->bev),
 		    c->first_cb);
 	free(c);
-	w->nconns--;
+	g->nconns--;
 	/* A descriptor is free now: no need to wait for the timer. */
-	http_accept_resume(w);
+	http_accept_resume(g);
 }
 
 /* Hand the connection back to evhttp to be freed; c goes with it. */
@@ -318,14 +316,14 @@ http_conn_cut(struct http_conn *c, struct evbuffer *in, size_t from,
 	int	 rc = 0;
 
 	c->editing = 1;
-	if (from > 0 && evbuffer_remove_buffer(in, http_cut_buf, from) !=
+	if (from > 0 && evbuffer_remove_buffer(in, c->g->cut_buf, from) !=
 	    (int)from)
 		rc = -1;
 	else if (evbuffer_drain(in, n) == -1 ||
-	    evbuffer_prepend_buffer(in, http_cut_buf) == -1)
+	    evbuffer_prepend_buffer(in, c->g->cut_buf) == -1)
 		rc = -1;
 	/* never left for the next connection's cut */
-	evbuffer_drain(http_cut_buf, evbuffer_get_length(http_cut_buf));
+	evbuffer_drain(c->g->cut_buf, evbuffer_get_length(c->g->cut_buf));
 	c->editing = 0;
 	return rc;
 }
@@ -501,7 +499,7 @@ http_conn_fix(evutil_socket_t fd, short what, void *arg)
 		}
 	/* the answers before the page stay */
 	if ((body = order_error_json(code, message)) == NULL ||
-	    evbuffer_remove_buffer(out, http_cut_buf, c->fix_from) !=
+	    evbuffer_remove_buffer(out, c->g->cut_buf, c->fix_from) !=
 	    (int)c->fix_from)
 		goto done;
 	evbuffer_drain(out, evbuffer_get_length(out));
@@ -510,7 +508,7 @@ http_conn_fix(evutil_socket_t fd, short what, void *arg)
 	    strlen(body), body);
 	log_debug("answered an evhttp error page in JSON: %d", status);
 done:
-	evbuffer_prepend_buffer(out, http_cut_buf);
+	evbuffer_prepend_buffer(out, c->g->cut_buf);
 	http_out_refreeze(out, frozen);
 	c->fixing = 0;
 	free(body);
@@ -542,7 +540,7 @@ http_conn_output(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	/* Our answers go out inside http_reply(); anything else starting
 	 * with a status line is evhttp answering on its own: 100 Continue,
 	 * or an HTML error page to replace once it is complete. */
-	if (c->w->replying || c->fix_ev == NULL ||
+	if (c->g->replying || c->fix_ev == NULL ||
 	    event_pending(c->fix_ev, EV_TIMEOUT, NULL) ||
 	    evbuffer_ptr_set(buf, &at, info->orig_size, EVBUFFER_PTR_SET) ==
 	    -1)
@@ -572,11 +570,11 @@ http_conn_first(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	if (info->n_added == 0 || c->evcon == NULL || c->listed)
 		return;
 	if (c->fix_ev == NULL &&
-	    (c->fix_ev = event_new(c->w->base, -1, 0, http_conn_fix, c)) ==
+	    (c->fix_ev = event_new(c->g->base, -1, 0, http_conn_fix, c)) ==
 	    NULL)
 		return;		/* try again with the next bytes */
 	if (c->over_ev == NULL &&
-	    (c->over_ev = event_new(c->w->base, -1, 0, http_conn_over, c)) ==
+	    (c->over_ev = event_new(c->g->base, -1, 0, http_conn_over, c)) ==
 	    NULL)
 		return;
 	if (c->in_cb == NULL &&
@@ -588,7 +586,7 @@ http_conn_first(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 	evbuffer_remove_cb_entry(buf, c->first_cb);
 	c->first_cb = NULL;
 	c->listed = 1;
-	TAILQ_INSERT_TAIL(&c->w->conns, c, entry);
+	TAILQ_INSERT_TAIL(&c->g->conns, c, entry);
 	http_conn_input(buf, info, c);
 }
 
@@ -605,7 +603,7 @@ http_conn_first(struct evbuffer *buf, const struct evbuffer_cb_info *info,
 static void
 http_conn_adopt(evutil_socket_t fd, short what, void *arg)
 {
-	struct http_worker	*w = arg;
+	struct http_guard	*g = arg;
 	struct http_conn	*c;
 	bufferevent_data_cb	 rcb, wcb;
 	bufferevent_event_cb	 ecb;
@@ -613,15 +611,15 @@ http_conn_adopt(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	while ((c = TAILQ_FIRST(&w->fresh)) != NULL) {
-		TAILQ_REMOVE(&w->fresh, c, entry);
+	while ((c = TAILQ_FIRST(&g->fresh)) != NULL) {
+		TAILQ_REMOVE(&g->fresh, c, entry);
 		bufferevent_getcb(c->bev, &rcb, &wcb, &ecb, &cbarg);
 		if (cbarg == NULL ||
 		    evhttp_connection_get_bufferevent(cbarg) != c->bev) {
 			bufferevent_decref(c->bev);
 			free(c);
-			w->nconns--;
-			http_accept_resume(w);
+			g->nconns--;
+			http_accept_resume(g);
 			continue;
 		}
 		c->evcon = cbarg;
@@ -633,27 +631,27 @@ http_conn_adopt(evutil_socket_t fd, short what, void *arg)
 /* Accepting stops while why (HTTP_PAUSED_*) holds; only the first reason
  * disables the listener. */
 static void
-http_accept_pause(struct http_worker *w, int why)
+http_accept_pause(struct http_guard *g, int why)
 {
-	if (w->paused == 0 && w->bound != NULL)
+	if (g->paused == 0 && g->bound != NULL)
 		evconnlistener_disable(evhttp_bound_socket_get_listener(
-		    w->bound));
-	w->paused |= why;
+		    g->bound));
+	g->paused |= why;
 }
 
 /* Accept again if nothing holds it back: not stopping, a connection
  * below the cap; a pause for descriptors ends at its timer or a close. */
 static void
-http_accept_resume(struct http_worker *w)
+http_accept_resume(struct http_guard *g)
 {
-	if (w->paused == 0 || w->stopping || w->bound == NULL)
+	if (g->paused == 0 || g->stopping || g->bound == NULL)
 		return;
-	if (w->nconns >= w->max_conns)
+	if (g->max_conns > 0 && g->nconns >= g->max_conns)
 		return;
-	w->paused = 0;
-	if (w->resume_ev != NULL)
-		evtimer_del(w->resume_ev);
-	evconnlistener_enable(evhttp_bound_socket_get_listener(w->bound));
+	g->paused = 0;
+	if (g->resume_ev != NULL)
+		evtimer_del(g->resume_ev);
+	evconnlistener_enable(evhttp_bound_socket_get_listener(g->bound));
 }
 
 static void
@@ -670,7 +668,7 @@ http_accept_retry(evutil_socket_t fd, short what, void *arg)
 static struct bufferevent *
 http_conn_new(struct event_base *base, void *arg)
 {
-	struct http_worker	*w = arg;
+	struct http_guard	*g = arg;
 	struct bufferevent	*bev;
 	struct http_conn	*c;
 
@@ -685,20 +683,21 @@ http_conn_new(struct event_base *base, void *arg)
 		return NULL;	/* evhttp makes one, neither guarded nor
 				   counted */
 	}
-	c->w = w;
+	c->g = g;
 	c->bev = bev;
-	http_frame_init(&c->frame, &http_limits);
+	http_frame_init(&c->frame, &g->limits);
 	bufferevent_incref(bev);	/* till http_conn_adopt() */
-	TAILQ_INSERT_TAIL(&w->fresh, c, entry);
-	event_active(w->adopt_ev, EV_TIMEOUT, 1);
-	if (++w->nconns >= w->max_conns && !w->stopping) {
-		if (!(w->paused & HTTP_PAUSED_CAP)) {
+	TAILQ_INSERT_TAIL(&g->fresh, c, entry);
+	event_active(g->adopt_ev, EV_TIMEOUT, 1);
+	if (++g->nconns >= g->max_conns && g->max_conns > 0 &&
+	    !g->stopping) {
+		if (!(g->paused & HTTP_PAUSED_CAP)) {
 			metrics_accept_paused(METRICS_PAUSE_MAX_CONNECTIONS);
-			log_limited(&w->cap_limit, LOG_LEVEL_WARN, "%d client "
+			log_limited(&g->cap_limit, LOG_LEVEL_WARN, "%d client "
 			    "connections open (http.max_connections): not "
-			    "accepting more until one closes", w->nconns);
+			    "accepting more until one closes", g->nconns);
 		}
-		http_accept_pause(w, HTTP_PAUSED_CAP);
+		http_accept_pause(g, HTTP_PAUSED_CAP);
 	}
 	return bev;
 }
@@ -711,97 +710,85 @@ http_conn_new(struct event_base *base, void *arg)
 static void
 http_accept_error(struct evconnlistener *lev, void *arg)
 {
-	struct http_worker	*w = http_self;
+	struct http_guard	*g = http_gate;
 	struct timeval		 tv = clock_tv(HTTP_ACCEPT_RETRY_MS);
 	int			 err = EVUTIL_SOCKET_ERROR();
 
 	(void)lev;
 	(void)arg;
 	metrics_accept_paused(METRICS_PAUSE_DESCRIPTORS);
-	log_limited(&w->fd_limit, LOG_LEVEL_WARN, "cannot accept a "
+	log_limited(&g->fd_limit, LOG_LEVEL_WARN, "cannot accept a "
 	    "connection: %s (%d client connections open); pausing accepts "
-	    "for %d ms", strerror(err), w->nconns, HTTP_ACCEPT_RETRY_MS);
-	http_accept_pause(w, HTTP_PAUSED_FDS);
-	evtimer_add(w->resume_ev, &tv);
+	    "for %d ms", strerror(err), g->nconns, HTTP_ACCEPT_RETRY_MS);
+	http_accept_pause(g, HTTP_PAUSED_FDS);
+	evtimer_add(g->resume_ev, &tv);
 }
 
 int
-http_guard_max_conns(const struct conf *conf)
+http_guard_attach(struct http_guard *g)
 {
-	struct rlimit	rl;
-	long		n;
-
-	if (conf->http.max_connections > 0)
-		return conf->http.max_connections;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY)
-		return HTTP_CONNS_AUTO_MAX;
-	n = (long)rl.rlim_cur - HTTP_FD_RESERVE - conf->http.db_connections;
-	return n < 1 ? 1 : n > HTTP_CONNS_AUTO_MAX ? HTTP_CONNS_AUTO_MAX :
-	    (int)n;
-}
-
-int
-http_guard_attach(struct http_worker *w)
-{
-	http_self = w;
-	w->max_conns = http_guard_max_conns(w->conf);
-	http_limits.max_line = HTTP_LINE_MAX;
-	http_limits.max_head = HTTP_HEAD_MAX;
-	http_limits.max_body = w->max_body;
-	if ((http_cut_buf = evbuffer_new()) == NULL)
+	TAILQ_INIT(&g->conns);
+	TAILQ_INIT(&g->fresh);
+	g->limits.max_line = HTTP_LINE_MAX;
+	g->limits.max_head = HTTP_HEAD_MAX;
+	g->limits.max_body = g->max_body;
+	if ((g->cut_buf = evbuffer_new()) == NULL ||
+	    (g->adopt_ev = event_new(g->base, -1, 0, http_conn_adopt, g)) ==
+	    NULL)
 		return -1;
-	if ((w->adopt_ev = event_new(w->base, -1, 0, http_conn_adopt, w)) ==
-	    NULL || (w->resume_ev = evtimer_new(w->base, http_accept_retry,
-	    w)) == NULL)
-		return -1;
-	evhttp_set_bevcb(w->http, http_conn_new, w);
+	evhttp_set_bevcb(g->http, http_conn_new, g);
 	return 0;
 }
 
 int
-http_guard_listen(struct http_worker *w)
+http_guard_listen(struct http_guard *g)
 {
-	evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(w->bound),
+	http_gate = g;
+	if ((g->resume_ev = evtimer_new(g->base, http_accept_retry, g)) ==
+	    NULL)
+		return -1;
+	evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(g->bound),
 	    http_accept_error);
 	return 0;
 }
 
 void
-http_guard_stop(struct http_worker *w)
+http_guard_stop(struct http_guard *g)
 {
-	if (w->bound != NULL)
+	g->stopping = 1;
+	if (g->bound != NULL)
 		evconnlistener_disable(evhttp_bound_socket_get_listener(
-		    w->bound));
-	if (w->resume_ev != NULL)
-		evtimer_del(w->resume_ev);
+		    g->bound));
+	if (g->resume_ev != NULL)
+		evtimer_del(g->resume_ev);
 }
 
 void
-http_guard_free(struct http_worker *w)
+http_guard_free(struct http_guard *g)
 {
 	struct http_conn	*c;
 
 	/* evhttp_free() has freed their connections: drop our references. */
-	while ((c = TAILQ_FIRST(&w->fresh)) != NULL) {
-		TAILQ_REMOVE(&w->fresh, c, entry);
+	while ((c = TAILQ_FIRST(&g->fresh)) != NULL) {
+		TAILQ_REMOVE(&g->fresh, c, entry);
 		bufferevent_decref(c->bev);
 		free(c);
 	}
-	if (w->adopt_ev != NULL)
-		event_free(w->adopt_ev);
-	if (w->resume_ev != NULL)
-		event_free(w->resume_ev);
-	if (http_cut_buf != NULL)
-		evbuffer_free(http_cut_buf);
-	http_cut_buf = NULL;
+	if (g->adopt_ev != NULL)
+		event_free(g->adopt_ev);
+	if (g->resume_ev != NULL)
+		event_free(g->resume_ev);
+	if (g->cut_buf != NULL)
+		evbuffer_free(g->cut_buf);
+	g->cut_buf = NULL;
 }
 
 void
-http_guard_request_start(struct http_worker *w, struct evhttp_request *req)
+http_guard_request_start(struct http_guard *g, struct evhttp_request *req)
 {
 	struct http_conn	*c;
 
-	if ((c = http_conn_of(w, req)) != NULL) {
+	if ((c = http_conn_of(g, req)) != NULL) {
 		/* What the input holds now is the next request's. */
 		c->busy++;
 		c->pending = evbuffer_get_length(bufferevent_get_input(
@@ -811,10 +798,10 @@ http_guard_request_start(struct http_worker *w, struct evhttp_request *req)
 }
 
 void
-http_guard_request_end(struct http_worker *w, struct evhttp_request *req)
+http_guard_request_end(struct http_guard *g, struct evhttp_request *req)
 {
 	struct http_conn	*c;
 
-	if ((c = http_conn_of(w, req)) != NULL && c->busy > 0)
+	if ((c = http_conn_of(g, req)) != NULL && c->busy > 0)
 		c->busy--;
 }
