@@ -28,7 +28,8 @@ SAN=1
 ONLY=()
 # The scenarios the sanitizer build runs: every worker and the master,
 # stops (a worker giving up a hung broker call frees what it aborts),
-# kills, reloads, bad input, both sinks, slow claims.  The
+# kills, reloads, bad input and strict framing on both listeners, both
+# sinks, slow claims.  The
 # environment's SAN_SCENARIOS (space-separated) replaces the list, and
 # makes the pass run even when SCENARIOs are named.
 SAN_ALWAYS=0
@@ -37,7 +38,8 @@ if [ -n "${SAN_SCENARIOS:-}" ]; then
 	SAN_ALWAYS=1
 else
 	SAN_SCENARIOS=(e2e-200 bad-input relay-kill relay-stop-drain relay-slow-claim
-		webhook master-reload master-stop ops-admin relay-handoff)
+		webhook master-reload master-stop ops-admin relay-handoff
+		http-strict admin-strict json-strict)
 fi
 for a in "$@"; do
 	case $a in
