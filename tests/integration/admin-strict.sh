@@ -20,10 +20,11 @@ paused() { sql "SELECT coalesce((SELECT paused FROM outbox_control WHERE id = 1)
 
 # raw.py PORT TOKEN CASE: sends the case's parts on one connection (a
 # float between them: wait that long), reads till the server closes or
-# 5 s pass; prints one line: STATUSES CTYPE CODE CLOSED VERSION (as
-# http-strict.sh's, and the last answer's HTTP version).
+# 5 s pass; prints STATUSES CTYPE CODE CLOSED VERSION
+# (tests/lib/rawhttp.py says what each is).
 cat >"$T_DIR/raw.py" <<'PYEOF'
-import json, socket, sys, time
+import sys
+import rawhttp  # tests/lib, on PYTHONPATH
 port, token, case = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3]
 H = b"Host: outboxd\r\n"
 A = b"Authorization: Bearer " + token + b"\r\n"
@@ -54,54 +55,7 @@ CASES = {
         b"GET /outbox HTTP/1.1\r\n" + H + A +
         b"Content-Length: 0\r\nContent-Length: %d\r\n\r\n" % len(inner) + inner],
 }
-s = socket.create_connection(("127.0.0.1", port))
-s.settimeout(0.2)
-data, closed = b"", 0
-def pump(secs):
-    global data, closed
-    end = time.time() + secs
-    while time.time() < end and not closed:
-        try:
-            d = s.recv(65536)
-        except socket.timeout:
-            continue
-        except ConnectionError:
-            closed = 1
-            break
-        if not d:
-            closed = 1
-        data += d
-for p in CASES[case]:
-    if isinstance(p, float):
-        pump(p)
-    else:
-        try:
-            s.sendall(p)
-        except ConnectionError:
-            pass
-pump(5.0)
-answers, rest = [], data
-while rest.startswith(b"HTTP/"):
-    head, _, rest = rest.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    hdr = {k.strip().lower(): v.strip() for k, _, v in
-           (l.partition(b":") for l in lines[1:])}
-    n = int(hdr.get(b"content-length", b"0"))
-    body, rest = rest[:n], rest[n:]
-    answers.append((lines[0].split(b" ")[1].decode(),
-                    hdr.get(b"content-type", b"-").decode(), body,
-                    lines[0].split(b" ")[0].decode()))
-code = "-"
-if answers:
-    try:
-        j = json.loads(answers[-1][2])
-        if isinstance(j.get("error"), str) and isinstance(j.get("message"), str):
-            code = j["error"]
-    except Exception:
-        pass
-print(",".join(a[0] for a in answers) or "-",
-      answers[-1][1].split(";")[0] if answers else "-", code, closed,
-      answers[-1][3] if answers else "-")
+rawhttp.run(port, CASES[case], 5.0)
 PYEOF
 
 # refused CASE STATUSES CODE DESCRIPTION: the answers' statuses are
@@ -109,7 +63,7 @@ PYEOF
 # message, HTTP/1.1, the connection closed after it.
 refused() {
 	local case=$1 want=$2 code=$3 desc=$4 got st ct ec cl ver
-	got=$("$PY" "$T_DIR/raw.py" "$ADMIN_PORT" "$ADMIN_TOKEN" "$case")
+	got=$(PYTHONPATH="$T_LIB" "$PY" "$T_DIR/raw.py" "$ADMIN_PORT" "$ADMIN_TOKEN" "$case")
 	read -r st ct ec cl ver <<<"$got"
 	if [ "$st" != "$want" ]; then
 		fail "$desc: answers $st, expected $want ($got)"

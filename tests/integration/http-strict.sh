@@ -17,13 +17,11 @@ orders() { sql "SELECT count(*) FROM orders"; }
 
 # raw.py PORT CASE: sends the case's parts on one connection (a float
 # between them: wait that long, or for the answers so far), reads till
-# the server closes or 5 s pass; prints one line:
-#   STATUSES CTYPE CODE CLOSED
-# STATUSES the status codes of the answers in order (comma separated),
-# CTYPE and CODE the last answer's Content-Type and JSON "error" (- when
-# none), CLOSED 1 if the server closed the connection after it.
+# the server closes or 5 s pass; prints STATUSES CTYPE CODE CLOSED
+# VERSION (tests/lib/rawhttp.py says what each is).
 cat >"$T_DIR/raw.py" <<'PYEOF'
-import json, socket, sys, time
+import sys
+import rawhttp  # tests/lib, on PYTHONPATH
 port, case = int(sys.argv[1]), sys.argv[2]
 H = b"Host: outboxd\r\n"
 J = b"Content-Type: application/json\r\n"
@@ -81,52 +79,7 @@ CASES = {
         b"Expect: something\r\nContent-Length: 37\r\n\r\n" + order("expect")],
     "pipelined-posts": [post("p1") + post("p2") + post("p3")],
 }
-s = socket.create_connection(("127.0.0.1", port))
-s.settimeout(0.2)
-data, closed = b"", 0
-def pump(secs):
-    global data, closed
-    end = time.time() + secs
-    while time.time() < end and not closed:
-        try:
-            d = s.recv(65536)
-        except socket.timeout:
-            continue
-        except ConnectionError:
-            closed = 1
-            break
-        if not d:
-            closed = 1
-        data += d
-for p in CASES[case]:
-    if isinstance(p, float):
-        pump(p)
-    else:
-        try:
-            s.sendall(p)
-        except ConnectionError:
-            pass
-pump(5.0 if case != "pipelined-posts" else 3.0)
-answers, rest = [], data
-while rest.startswith(b"HTTP/"):
-    head, _, rest = rest.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    hdr = {k.strip().lower(): v.strip() for k, _, v in
-           (l.partition(b":") for l in lines[1:])}
-    n = int(hdr.get(b"content-length", b"0"))
-    body, rest = rest[:n], rest[n:]
-    answers.append((lines[0].split(b" ")[1].decode(),
-                    hdr.get(b"content-type", b"-").decode(), body))
-code = "-"
-if answers:
-    try:
-        j = json.loads(answers[-1][2])
-        if isinstance(j.get("error"), str) and isinstance(j.get("message"), str):
-            code = j["error"]
-    except Exception:
-        pass
-print(",".join(a[0] for a in answers) or "-",
-      answers[-1][1].split(";")[0] if answers else "-", code, closed)
+rawhttp.run(port, CASES[case], 5.0 if case != "pipelined-posts" else 3.0)
 PYEOF
 
 # refused CASE STATUSES CODE DESCRIPTION [ROWS]: the answers' statuses are
@@ -136,9 +89,9 @@ PYEOF
 refused() {
 	local case=$1 want=$2 code=$3 desc=$4 rows=${5:-0} before after got
 	before=$(orders)
-	got=$("$PY" "$T_DIR/raw.py" "$HTTP_PORT" "$case")
+	got=$(PYTHONPATH="$T_LIB" "$PY" "$T_DIR/raw.py" "$HTTP_PORT" "$case")
 	after=$(orders)
-	read -r st ct ec cl <<<"$got"
+	read -r st ct ec cl _ <<<"$got"
 	if [ "$st" != "$want" ]; then
 		fail "$desc: answers $st, expected $want ($got)"
 	elif [ "$ct" != application/json ]; then
@@ -187,7 +140,7 @@ refused chunk-minus 400 chunk_invalid "chunk size -1"
 refused chunk-small 400 chunk_invalid "a chunk shorter than its data"
 for c in chunk-ext chunk-ext-split; do
 	before=$(orders)
-	got=$("$PY" "$T_DIR/raw.py" "$HTTP_PORT" "$c")
+	got=$(PYTHONPATH="$T_LIB" "$PY" "$T_DIR/raw.py" "$HTTP_PORT" "$c")
 	check_eq "$c: chunked order with a chunk extension (';a=b') answered 201" 201 "${got%% *}"
 	check_eq "$c: ... and written" 1 "$(sql "SELECT count(*) FROM orders WHERE customer_id = '$c'")"
 	check_eq "$c: ... once" $((before + 1)) "$(orders)"
@@ -205,7 +158,7 @@ refused ka-expect 200,417 expectation_failed "kept-alive: Expect other than 100-
 
 # pipelined good requests are all answered
 before=$(orders)
-got=$("$PY" "$T_DIR/raw.py" "$HTTP_PORT" pipelined-posts)
+got=$(PYTHONPATH="$T_LIB" "$PY" "$T_DIR/raw.py" "$HTTP_PORT" pipelined-posts)
 check_eq "three pipelined POST /orders in one write: three 201s" 201,201,201 "${got%% *}"
 check_eq "... three orders written" $((before + 3)) "$(orders)"
 check_eq "no HTTP worker crashed" 0 "$(grep -ac 'killed by signal' "$OUTBOXD_LOG" || true)"
