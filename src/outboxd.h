@@ -136,6 +136,11 @@ struct conf {
 		int	 workers;
 		int	 wait_time;		/* s, SQS long poll (0..20) */
 		int	 max_messages;		/* per ReceiveMessage (1..10) */
+		char	**event_types;		/* EventType attributes written
+						   to DynamoDB; a message of
+						   any other type, or none, is
+						   deleted unwritten */
+		int	 n_event_types;		/* at least 1 if workers > 0 */
 	} consumer;
 
 	/* Resolved at load time: file value, else environment, else AWS
