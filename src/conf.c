@@ -171,6 +171,27 @@ conf_v_sink(cfg_t *cfg, cfg_opt_t *opt)
 	return 0;
 }
 
+/* Each of consumer.event_types is a non-empty string; libconfuse calls
+ * this as each element is read (so the error has its line) and once for
+ * the whole list.  An empty list is refused by conf_fill(). */
+static int
+conf_v_event_types(cfg_t *cfg, cfg_opt_t *opt)
+{
+	unsigned int	 n = cfg_opt_size(opt);
+	const char	*v;
+
+	if (n == 0)
+		return 0;
+	v = cfg_opt_getnstr(opt, n - 1);
+	if (v == NULL || *v == '\0') {
+		cfg_error(cfg, "consumer.event_types: element %u is an empty "
+		    "string (expected event types such as \"order.created\")",
+		    n);
+		return -1;
+	}
+	return 0;
+}
+
 static int
 conf_v_logformat(cfg_t *cfg, cfg_opt_t *opt)
 {
@@ -329,6 +350,7 @@ static cfg_opt_t consumer_opts[] = {
 	CFG_INT("workers", 1, CFGF_NONE),
 	CFG_INT("wait_time", 20, CFGF_NONE),
 	CFG_INT("max_messages", 10, CFGF_NONE),
+	CFG_STR_LIST("event_types", "{order.created}", CFGF_NONE),
 	CFG_END()
 };
 
@@ -401,6 +423,7 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "consumer|workers", conf_v_workers);
 	cfg_set_validate_func(cfg, "consumer|wait_time", conf_v_wait);
 	cfg_set_validate_func(cfg, "consumer|max_messages", conf_v_maxmsg);
+	cfg_set_validate_func(cfg, "consumer|event_types", conf_v_event_types);
 	cfg_set_validate_func(cfg, "aws|endpoint_url", conf_v_url);
 	cfg_set_validate_func(cfg, "sqs|queue_url", conf_v_url);
 	cfg_set_validate_func(cfg, "sqs|endpoint_url", conf_v_url);
@@ -524,6 +547,42 @@ conf_check_nofile(const struct conf *c, char *err, size_t errlen)
 	return -1;
 }
 
+/*
+ * consumer.event_types into c: the EventType attributes the consumers
+ * write a fulfillment for.  An empty list would have them delete every
+ * message unwritten: refused unless consumer.workers = 0 (no consumer
+ * runs).
+ */
+static int
+conf_fill_event_types(cfg_t *k, struct conf *c, char *err, size_t errlen)
+{
+	unsigned int	i, n = cfg_size(k, "event_types");
+
+	if (n == 0 && c->consumer.workers > 0) {
+		snprintf(err, errlen, "%s: consumer.event_types is empty: the "
+		    "consumers would delete every message unwritten (list the "
+		    "event types to write, or set consumer.workers = 0)",
+		    c->path);
+		return -1;
+	}
+	if (n == 0)
+		return 0;
+	if ((c->consumer.event_types = calloc(n,
+	    sizeof(*c->consumer.event_types))) == NULL)
+		goto oom;
+	for (i = 0; i < n; i++) {
+		if ((c->consumer.event_types[i] = strdup(cfg_getnstr(k,
+		    "event_types", i))) == NULL)
+			goto oom;
+		c->consumer.n_event_types++;
+	}
+	return 0;
+
+oom:
+	snprintf(err, errlen, "%s: out of memory", c->path);
+	return -1;
+}
+
 static int
 conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 {
@@ -627,6 +686,8 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->consumer.workers = cfg_getint(k, "workers");
 	c->consumer.wait_time = cfg_getint(k, "wait_time");
 	c->consumer.max_messages = cfg_getint(k, "max_messages");
+	if (conf_fill_event_types(k, c, err, errlen) == -1)
+		return -1;
 
 	c->aws.region = conf_strdup_or_null(conf_pick(cfg_getstr(a, "region"),
 	    "AWS_REGION", "AWS_DEFAULT_REGION"));
@@ -756,6 +817,8 @@ conf_sink_timeout(const struct conf *c)
 void
 conf_free(struct conf *c)
 {
+	int	i;
+
 	if (c == NULL)
 		return;
 	free(c->path);
@@ -775,6 +838,9 @@ conf_free(struct conf *c)
 	free(c->aws.session_token);
 	free(c->sqs_queue_url);
 	free(c->dynamodb_table);
+	for (i = 0; i < c->consumer.n_event_types; i++)
+		free(c->consumer.event_types[i]);
+	free(c->consumer.event_types);
 	free(c->webhook.url);
 	free(c->webhook.secret);
 	free(c->admin.listen);

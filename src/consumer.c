@@ -13,6 +13,13 @@
  *
  * One batch at a time: receive, write every message concurrently, delete
  * the done ones with one DeleteMessageBatch, receive again.
+ *
+ * A queue may carry events of other types and other services: only a
+ * message whose EventType attribute is one of consumer.event_types is
+ * written.  Any other, or one without the attribute, is not ours to
+ * judge: it is deleted with the done ones, unread and unwritten, and
+ * counted as skipped; the log names each such type once per worker, not
+ * each message (a busy shared queue would flood it).
  */
 #include "config.h"
 
@@ -34,6 +41,11 @@
 #define CONSUMER_WRITE_TIMEOUT	10000L	/* ms per PutItem / delete */
 #define CONSUMER_POLL_MARGIN	10000L	/* ms on top of the long poll */
 #define CONSUMER_SHORT_POLL	1000L	/* ms between empty short polls */
+
+/* Event types skipped that a worker names in the log once each (more
+ * are only counted), compared by their first CONSUMER_TYPE_SHOWN bytes. */
+#define CONSUMER_SKIP_NAMED	16
+#define CONSUMER_TYPE_SHOWN	128
 
 struct consumer;
 
@@ -68,6 +80,12 @@ struct consumer {
 	int			 stopping;
 	int			 fails;		/* receive failures in a row */
 	char			 last_error[256];
+	/* skipped event types already named in the log */
+	char			 skip_named[CONSUMER_SKIP_NAMED]
+				    [CONSUMER_TYPE_SHOWN];
+	int			 n_skip_named;
+	int			 skip_untyped_named; /* no EventType */
+	int			 skip_more_named; /* "more types" said */
 };
 
 static void	consumer_receive(struct consumer *);
@@ -253,7 +271,71 @@ consumer_put_done(const struct aws_result *res, void *arg)
 		consumer_delete(b);
 }
 
-/* Map and write every message of a batch concurrently. */
+/* 1 if a message with this EventType attribute (NULL: none) is ours to
+ * write: one of consumer.event_types. */
+static int
+consumer_wanted(const struct conf *conf, const char *event_type)
+{
+	int	i;
+
+	if (event_type == NULL)
+		return (0);
+	for (i = 0; i < conf->consumer.n_event_types; i++)
+		if (strcmp(event_type, conf->consumer.event_types[i]) == 0)
+			return (1);
+	return (0);
+}
+
+/*
+ * Message i is of a type not ours: mark it done (deleted with the batch,
+ * nothing written), count it, and log the type only the first time this
+ * worker skips it; each message gets a debug line.
+ */
+static void
+consumer_skip(struct consumer *c, struct consumer_batch *b, int i)
+{
+	struct sqs_message	*m = &b->msgs[i];
+	char			 type[CONSUMER_TYPE_SHOWN];
+	const char		*kv[] = { "event_type", NULL, "message_id",
+				    m->message_id, NULL };
+	int			 k, named = 0;
+
+	b->jobs[i].done = 1;
+	metrics_consumer(METRICS_CONSUMER_SKIPPED);
+	if (m->event_type == NULL) {
+		named = c->skip_untyped_named;
+		c->skip_untyped_named = 1;
+		if (!named)
+			log_kv(LOG_LEVEL_INFO, kv, "skipping messages without "
+			    "an EventType attribute: deleted unwritten (further "
+			    "ones are counted in outboxd_consumer_messages_total"
+			    "{outcome=\"skipped\"}, not logged)");
+		log_kv(LOG_LEVEL_DEBUG, kv, "message without an EventType "
+		    "attribute skipped");
+		return;
+	}
+	log_utf8_copy(type, sizeof type, m->event_type);
+	kv[1] = type;
+	for (k = 0; k < c->n_skip_named && !named; k++)
+		named = strcmp(c->skip_named[k], type) == 0;
+	if (!named && c->n_skip_named < CONSUMER_SKIP_NAMED) {
+		memcpy(c->skip_named[c->n_skip_named++], type, sizeof type);
+		log_kv(LOG_LEVEL_INFO, kv, "skipping messages of an event type "
+		    "not in consumer.event_types: deleted unwritten (further "
+		    "ones are counted in outboxd_consumer_messages_total"
+		    "{outcome=\"skipped\"}, not logged)");
+	} else if (!named && !c->skip_more_named) {
+		c->skip_more_named = 1;
+		log_kv(LOG_LEVEL_INFO, kv, "skipping messages of more than %d "
+		    "event types not in consumer.event_types: further types "
+		    "are not named", CONSUMER_SKIP_NAMED);
+	}
+	log_kv(LOG_LEVEL_DEBUG, kv, "message of an event type not in "
+	    "consumer.event_types skipped");
+}
+
+/* Map and write every message of a batch concurrently; skip those of
+ * other event types. */
 static void
 consumer_process(struct consumer *c, struct sqs_message *msgs, int n)
 {
@@ -281,6 +363,10 @@ consumer_process(struct consumer *c, struct sqs_message *msgs, int n)
 		job = &b->jobs[i];
 		job->batch = b;
 		job->index = i;
+		if (!consumer_wanted(c->conf, msgs[i].event_type)) {
+			consumer_skip(c, b, i);
+			continue;
+		}
 		if (ddb_fulfillment_parse(msgs[i].body, msgs[i].body_len, &f,
 		    err, sizeof err) == -1) {
 			metrics_consumer(METRICS_CONSUMER_ERROR);
@@ -463,7 +549,9 @@ int
 consumer_main(struct conf *conf, int index)
 {
 	struct consumer	c;
-	int		status = 1;
+	char		types[512] = "";
+	size_t		off;
+	int		status = 1, i, n;
 
 	log_init("consumer", index);
 	proc_set_title("outboxd: consumer %d", index);
@@ -487,9 +575,16 @@ consumer_main(struct conf *conf, int index)
 		log_error("consumer: cannot set up the event loop");
 		goto out;
 	}
-	log_info("consuming %s into table %s (wait %d s, up to %d messages)",
+	for (i = 0, off = 0; i < conf->consumer.n_event_types &&
+	    off < sizeof types; i++) {
+		n = snprintf(types + off, sizeof types - off, "%s%s",
+		    i > 0 ? ", " : "", conf->consumer.event_types[i]);
+		off = n < 0 ? sizeof types : off + (size_t)n;
+	}
+	log_info("consuming %s into table %s (wait %d s, up to %d messages; "
+	    "event types written: %s; others are skipped)",
 	    conf->sqs_queue_url, conf->dynamodb_table,
-	    conf->consumer.wait_time, conf->consumer.max_messages);
+	    conf->consumer.wait_time, conf->consumer.max_messages, types);
 
 	consumer_receive(&c);
 	if (event_base_dispatch(c.base) == -1) {

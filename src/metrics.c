@@ -101,6 +101,7 @@ static const char *const metrics_consumer_names[METRICS_NCONSUMER] = {
 	[METRICS_CONSUMER_PROCESSED] = "processed",
 	[METRICS_CONSUMER_DUPLICATE] = "duplicate",
 	[METRICS_CONSUMER_ERROR] = "error",
+	[METRICS_CONSUMER_SKIPPED] = "skipped",
 };
 static const char *const metrics_pause_names[METRICS_NPAUSE] = {
 	[METRICS_PAUSE_DESCRIPTORS] = "descriptors",
@@ -638,7 +639,9 @@ metrics_render(size_t *len)
 
 	metrics_family(&b, "outboxd_consumer_messages_total", "counter",
 	    "Queue messages handled by the consumers (processed: written; "
-	    "duplicate: found written already; error: left for a retry).");
+	    "duplicate: found written already; error: left for a retry; "
+	    "skipped: an event type not in consumer.event_types, deleted "
+	    "unwritten).");
 	for (i = 0; i < METRICS_NCONSUMER; i++)
 		metrics_printf(&b, "outboxd_consumer_messages_total{outcome="
 		    "\"%s\"} %" PRIu64 "\n", metrics_consumer_names[i],

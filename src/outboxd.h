@@ -136,6 +136,11 @@ struct conf {
 		int	 workers;
 		int	 wait_time;		/* s, SQS long poll (0..20) */
 		int	 max_messages;		/* per ReceiveMessage (1..10) */
+		char	**event_types;		/* EventType attributes written
+						   to DynamoDB; a message of
+						   any other type, or none, is
+						   deleted unwritten */
+		int	 n_event_types;		/* at least 1 if workers > 0 */
 	} consumer;
 
 	/* Resolved at load time: file value, else environment, else AWS
@@ -504,8 +509,10 @@ enum metrics_route {
 };
 enum metrics_outcome { METRICS_PUBLISH_SENT, METRICS_PUBLISH_RETRY,
 	METRICS_PUBLISH_FAILED, METRICS_NOUTCOMES };
+/* skipped: not an event type of consumer.event_types, deleted unwritten. */
 enum metrics_consumer_outcome { METRICS_CONSUMER_PROCESSED,
-	METRICS_CONSUMER_DUPLICATE, METRICS_CONSUMER_ERROR, METRICS_NCONSUMER };
+	METRICS_CONSUMER_DUPLICATE, METRICS_CONSUMER_ERROR,
+	METRICS_CONSUMER_SKIPPED, METRICS_NCONSUMER };
 enum metrics_db_state { METRICS_DB_OK, METRICS_DB_ERROR,
 	METRICS_DB_NO_SCHEMA };
 
