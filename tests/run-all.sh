@@ -233,7 +233,7 @@ if [ $BUILD = 1 ] && [ $FUZZ = 1 ] && [ $BUILT = 1 ] && [ ${#ONLY[@]} = 0 ]; the
 		ko "fuzz: no FUZZ_TARGETS in the Makefile"
 	elif step fuzz-build make fuzz-build; then
 		for t in $FUZZ_TARGETS; do
-			step "fuzz-$t" make fuzz FUZZ_TARGETS="$t" \
+			step "fuzz-$t" make fuzz-run FUZZ_TARGETS="$t" \
 				FUZZ_SECONDS="${FUZZ_SECONDS:-30}" &&
 				grep -h '^  PASS' "$LOGDIR/fuzz-$t.log"
 		done
