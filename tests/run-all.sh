@@ -4,19 +4,25 @@
 # --enable-werror, runs the unit tests (make check) and every
 # tests/integration/*.sh scenario, then builds a copy with AddressSanitizer
 # and UndefinedBehaviorSanitizer and runs the unit tests and SAN_SCENARIOS
-# with it (any sanitizer report fails), checks that nothing is left
-# running, and ends with the line "N passed, N failed".  Exit status 0 only
+# with it (any sanitizer report fails), runs every libFuzzer target
+# (make fuzz: ASan + UBSan, FUZZ_SECONDS each, one PASS/FAIL line per
+# target), checks that nothing is left running, and ends with the line
+# "N passed, N failed".  Exit status 0 only
 # when nothing failed.
 #
-#   tests/run-all.sh [--no-install] [--no-build] [--no-sanitizers] [SCENARIO...]
+#   tests/run-all.sh [--no-install] [--no-build] [--no-sanitizers] [--no-fuzz]
+#                    [SCENARIO...]
 #     --no-install     do not run the installer or npm ci
 #     --no-build       do not build, do not run make check (use ./outboxd as
 #                      is); no sanitizer pass either
 #     --no-sanitizers  skip the sanitizer pass (also skipped when SCENARIOs
 #                      are named, unless SAN_SCENARIOS is set)
+#     --no-fuzz        skip the fuzz pass (also skipped when SCENARIOs are
+#                      named, and with --no-build)
 #     SCENARIO         run only these integration scenarios (e.g. e2e-200)
 # Environment: SCENARIO_TIMEOUT (s, default 300), OUTBOXD_TEST_KEEP=1 (keep
-# every scenario's scratch directory), SAN_SCENARIOS (see below).
+# every scenario's scratch directory), SAN_SCENARIOS (see below),
+# FUZZ_SECONDS (s per fuzz target, default 30).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -25,6 +31,7 @@ cd "$ROOT" || exit 1
 INSTALL=1
 BUILD=1
 SAN=1
+FUZZ=1
 ONLY=()
 # The scenarios the sanitizer build runs: every worker and the master,
 # stops (a worker giving up a hung broker call frees what it aborts),
@@ -46,7 +53,8 @@ for a in "$@"; do
 	--no-install)	INSTALL=0 ;;
 	--no-build)	BUILD=0 ;;
 	--no-sanitizers) SAN=0 ;;
-	-h | --help)	sed -n '2,19p' "$0"; exit 0 ;;
+	--no-fuzz)	FUZZ=0 ;;
+	-h | --help)	sed -n '2,25p' "$0"; exit 0 ;;
 	-*)		echo "run-all: unknown option $a" >&2; exit 2 ;;
 	*)		ONLY+=("${a%.sh}") ;;
 	esac
@@ -211,6 +219,25 @@ if [ $BUILD = 1 ] && [ $SAN = 1 ] && { [ ${#ONLY[@]} = 0 ] || [ $SAN_ALWAYS = 1 
 	fi
 	unset ASAN_OPTIONS UBSAN_OPTIONS OUTBOXD_SANITIZERS SAN_REPORT_RE
 	[ $FAIL != 0 ] || rm -rf "$SANDIR/tree"
+fi
+
+# ---- the fuzz pass ---------------------------------------------------------
+# Every libFuzzer target (tests/fuzz/, make fuzz) built with clang and
+# ASan + UBSan, each run for FUZZ_SECONDS on a scratch copy of its seeds:
+# a crash, a sanitizer report, a leak or a hang fails its step.  About
+# 6 x 30 s plus a build.
+if [ $BUILD = 1 ] && [ $FUZZ = 1 ] && [ $BUILT = 1 ] && [ ${#ONLY[@]} = 0 ]; then
+	banner "fuzz pass (libFuzzer, ASan + UBSan): ${FUZZ_SECONDS:-30} s per target"
+	FUZZ_TARGETS=$(make -s fuzz-list 2>/dev/null | tail -n 1)
+	if [ -z "$FUZZ_TARGETS" ]; then
+		ko "fuzz: no FUZZ_TARGETS in the Makefile"
+	elif step fuzz-build make fuzz-build; then
+		for t in $FUZZ_TARGETS; do
+			step "fuzz-$t" make fuzz-run FUZZ_TARGETS="$t" \
+				FUZZ_SECONDS="${FUZZ_SECONDS:-30}" &&
+				grep -h '^  PASS' "$LOGDIR/fuzz-$t.log"
+		done
+	fi
 fi
 
 banner "leftover processes"

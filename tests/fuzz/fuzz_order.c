@@ -3,8 +3,9 @@
  * strict RFC 8259 check and src/order.c's validation.  Any input must be
  * refused with a stable code or give an order within the documented
  * bounds; a text json_check() passes must be one cJSON reads too (json.c
- * promises it), and json_parse() must agree with json_check().  Not built
- * by default (run from the top of a configured tree, config.h there):
+ * promises it), and json_parse() must agree with json_check().  Built and
+ * run by `make fuzz` (FUZZ_SECONDS, FUZZ_TARGETS=order); by hand, from the
+ * top of a configured tree (config.h there):
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Isrc tests/fuzz/fuzz_order.c src/order.c src/json.c -lcjson -o fuzz_order && mkdir -p /tmp/fuzz-order && ./fuzz_order -max_total_time=300 /tmp/fuzz-order tests/fuzz/corpus/order
  */

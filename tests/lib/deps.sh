@@ -6,6 +6,8 @@
 #	root; otherwise it says what to install and fails), then checks that
 #	Node.js >= 20 (the pinned fauxqs 1.9.2 needs it), Debian's botocore
 #	for /usr/bin/python3, and PostgreSQL's server binaries are there.
+#	clang and libclang-rt-14-dev (libclang_rt.fuzzer-x86_64.a, the
+#	libFuzzer runtime of Debian 12's clang 14) are for make fuzz.
 #	Packages already installed are not touched; Node.js is installed from
 #	Debian only when no `node` is on PATH at all.
 # emu_install
@@ -15,7 +17,8 @@
 OUTBOXD_APT_PACKAGES="build-essential autoconf automake pkg-config
 	libpq-dev libevent-dev libcurl4-openssl-dev libcjson-dev libconfuse-dev
 	libcmocka-dev libssl-dev postgresql python3-botocore curl jq ca-certificates
-	procps util-linux coreutils prometheus valgrind"
+	procps util-linux coreutils prometheus valgrind
+	clang libclang-rt-14-dev"
 
 _deps_say() { echo "deps: $*" >&2; }
 _deps_die() { echo "deps: ERROR: $*" >&2; return 1; }
