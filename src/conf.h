@@ -1,6 +1,7 @@
 /*
- * conf.h - what conf.c and conf_text.c share: the secrets a configuration
- * file sets, and the reading and scanning of its text before the parse.
+ * conf.h - what conf.c shares with conf_text.c (the secrets a configuration
+ * file sets, the reading and scanning of its text before the parse) and
+ * with conf_env.c (what comes from the environment).
  */
 #ifndef OUTBOXD_CONF_H
 #define OUTBOXD_CONF_H
@@ -57,5 +58,21 @@ int		 conf_find_open_quote(const char *buf);
  * value; NULL when none is due. */
 char		*conf_mode_warning(const char *path, mode_t mode,
 		    const struct conf_secrets *);
+
+/* conf_env.c.  The first non-empty of a value from the file and the
+ * environment variables env1, env2 (either may be NULL); not copied. */
+const char	*conf_pick(const char *file_value, const char *env1,
+		    const char *env2);
+/* An endpoint base URL without a trailing '/' (caller frees; NULL if out
+ * of memory or no region): the service's file setting, the global one,
+ * svc_env, AWS_ENDPOINT_URL, else https://SERVICE.REGION.amazonaws.com,
+ * as the AWS SDKs resolve it. */
+char		*conf_endpoint(const char *svc_file, const char *aws_file,
+		    const char *svc_env, const char *service, const char *region);
+/* 0 if an HTTP worker's descriptors (http.db_connections, our own and
+ * http.max_connections, at least one) fit in RLIMIT_NOFILE; else -1 with
+ * the reason in err. */
+int		 conf_check_nofile(const struct conf *, char *err,
+		    size_t errlen);
 
 #endif /* OUTBOXD_CONF_H */

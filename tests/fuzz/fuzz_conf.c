@@ -9,7 +9,7 @@
  * `make fuzz` (FUZZ_SECONDS); by hand, from the top of a configured tree
  * (config.h there):
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Isrc tests/fuzz/fuzz_conf.c src/conf.c src/conf_text.c src/log.c src/clock.c -lconfuse -levent -o fuzz_conf && mkdir -p /tmp/fuzz-conf && ./fuzz_conf -max_total_time=300 /tmp/fuzz-conf tests/fuzz/corpus/conf
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Isrc tests/fuzz/fuzz_conf.c src/conf.c src/conf_text.c src/conf_env.c src/log.c src/clock.c -lconfuse -levent -o fuzz_conf && mkdir -p /tmp/fuzz-conf && ./fuzz_conf -max_total_time=300 /tmp/fuzz-conf tests/fuzz/corpus/conf
  *
  * (new inputs go to the first corpus directory: the seeds stay as they are)
  */
