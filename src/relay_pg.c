@@ -191,10 +191,7 @@ relay_pg_connect(struct relay *r, char *err, size_t errlen)
 		snprintf(err, errlen, "%s", PQresultStatus(res) ==
 		    PGRES_TUPLES_OK ? "the server is in recovery (a standby)" :
 		    PQresultErrorMessage(res));
-		PQclear(res);
-		PQfinish(r->conn);
-		r->conn = NULL;
-		return -1;
+		goto fail;
 	}
 	PQclear(res);
 	/* Only relay 1 listens (relay_on_input()).  A listener's backend
@@ -207,10 +204,7 @@ relay_pg_connect(struct relay *r, char *err, size_t errlen)
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 			snprintf(err, errlen, "LISTEN: %s",
 			    PQresultErrorMessage(res));
-			PQclear(res);
-			PQfinish(r->conn);
-			r->conn = NULL;
-			return -1;
+			goto fail;
 		}
 		PQclear(res);
 	}
@@ -219,6 +213,12 @@ relay_pg_connect(struct relay *r, char *err, size_t errlen)
 	if (r->conn_ev == NULL || event_add(r->conn_ev, NULL) == -1)
 		fatalx("event_add");
 	return 0;
+
+fail:
+	PQclear(res);
+	PQfinish(r->conn);
+	r->conn = NULL;
+	return -1;
 }
 
 static void
