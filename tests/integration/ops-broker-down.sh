@@ -78,6 +78,18 @@ check "a later failure line counts the ones held back" grep -q 'SendMessageBatch
 # A worker that exits while lines are held back says how many: a reload
 # replaces the relays while SQS is still down.  Then the new relays' first
 # failure is written at once, so that they can say when SQS works again.
+# Each relay writes one failure line per 10 s window, and the relays'
+# windows run nearly in step; a reload just after their lines would find
+# nothing held back.  So the reload comes 2.5 to 7 s after the newest line,
+# when every failure since (one or more a second) has been held back.
+last_line_age() {
+	local ts
+	ts=$(grep 'SendMessageBatch of' "$OUTBOXD_LOG" | tail -1 | sed -E 's/^time=([^ ]+) .*/\1/')
+	[ -n "$ts" ] || { echo -1; return; }
+	echo $(( $(now_ms) - $(date -d "$ts" +%s%3N) ))
+}
+mid_window() { local a; a=$(last_line_age); [ "$a" -ge 2500 ] && [ "$a" -le 7000 ]; }
+wait_until 12 "2.5 s past the newest failure line" mid_window || die "no failure line to time the reload by"
 kill -HUP "$(proc_pid "$OUTBOXD_PIDFILE")"
 flush_re='role=relay\.[12] .*msg="exiting with [0-9]+ rate-limited line\(s\) not logged since the last one of their kind"'
 flushed() { grep -qE "$flush_re" "$OUTBOXD_LOG"; }
