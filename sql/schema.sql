@@ -42,6 +42,12 @@ CREATE TABLE IF NOT EXISTS outbox (
 -- Columns added after the first release (no-ops on a fresh database).
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS first_claimed_at timestamptz;
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS commit_seq bigint;
+-- Where the row goes (a destination NAME {} of outbox.conf; NULL = the
+-- relays' relay.default_destination) and the headers it carries there (a
+-- JSON object of strings: SQS and SNS message attributes, webhook request
+-- headers).  See outbox(7).
+ALTER TABLE outbox ADD COLUMN IF NOT EXISTS destination text;
+ALTER TABLE outbox ADD COLUMN IF NOT EXISTS headers jsonb;
 
 -- Commit order per key.  An id (or created_at) is taken at insert time, but
 -- a row becomes visible at commit, and two transactions writing one key can
@@ -143,6 +149,13 @@ CREATE TABLE IF NOT EXISTS outbox_control (
 );
 INSERT INTO outbox_control (id) VALUES (1) ON CONFLICT (id) DO NOTHING;
 
+-- Destinations an operator paused (outboxctl pause DESTINATION): no relay
+-- claims their rows until they are resumed.
+CREATE TABLE IF NOT EXISTS outbox_paused_destinations (
+	destination	text PRIMARY KEY,
+	paused_at	timestamptz NOT NULL DEFAULT now()
+);
+
 -- outbox_claim(claim, lease_ms, limit): take up to limit rows, at most
 -- one per ordering key (the key's head), mark them with claim and hide
 -- them from other relays for lease_ms.  Called in its own transaction.
@@ -174,23 +187,20 @@ INSERT INTO outbox_control (id) VALUES (1) ON CONFLICT (id) DO NOTHING;
 -- custom one, without planning both statements again on every call (about
 -- 0.15 ms of a one-row claim).
 --
--- created_at is returned for the publish latency metric.  A function's
--- result type cannot be changed in place: an older version without it
--- is dropped first, in this transaction.
-DO $$
-BEGIN
-	IF position('created_at' IN coalesce(pg_get_function_result(
-	    to_regprocedure('outbox_claim(bigint,bigint,integer)')), 'created_at'))
-	    = 0 THEN
-		DROP FUNCTION outbox_claim(bigint, bigint, integer);
-	END IF;
-END;
-$$;
-
+-- Destinations: a key's order is kept within one destination (the
+-- column as written: NULL and the default's name are two), so a
+-- destination that is down holds back only its own rows.  p_default
+-- names the destination of rows whose column is NULL; the rows of every
+-- destination in p_skip (one the calling relay has enough of in hand)
+-- and of every paused destination are left for a later claim.
+--
+-- outbox_claim(bigint, bigint, integer) of earlier releases, without
+-- destinations, is left in place for their relays during an upgrade.
 CREATE OR REPLACE FUNCTION outbox_claim(p_claim bigint, p_lease_ms bigint,
-    p_limit integer)
+    p_limit integer, p_default text, p_skip text[])
 RETURNS TABLE (id bigint, event_type text, ordering_key text, payload text,
-    attempts integer, created_at timestamptz)
+    attempts integer, created_at timestamptz, destination text,
+    headers text)
 LANGUAGE plpgsql VOLATILE
 SET enable_sort = off
 SET enable_bitmapscan = off
@@ -202,10 +212,13 @@ DECLARE
 	v_rows	tid[] := '{}';
 	v_row	tid;
 	v_key	text;
+	v_skip	text[];
 BEGIN
 	IF (SELECT c.paused FROM outbox_control c WHERE c.id = 1) THEN
 		RETURN;
 	END IF;
+	v_skip := coalesce(p_skip, '{}') || ARRAY(
+	    SELECT p.destination FROM outbox_paused_destinations p);
 
 	-- Step 1: heads in id order.  A key another relay is claiming right
 	-- now (its advisory lock is taken) is skipped and the scan goes on,
@@ -221,9 +234,12 @@ BEGIN
 	FOR v_row, v_key IN
 		SELECT o.ctid, o.ordering_key FROM outbox o
 		WHERE o.status = 'pending' AND o.available_at <= now()
+		  AND (cardinality(v_skip) = 0 OR NOT coalesce(
+			coalesce(o.destination, p_default) = ANY (v_skip), false))
 		  AND NOT EXISTS (SELECT 1 FROM outbox s
 			WHERE s.ordering_key = o.ordering_key AND s.id <> o.id
 			  AND s.status <> 'sent'
+			  AND s.destination IS NOT DISTINCT FROM o.destination
 			  AND (s.status = 'failed' OR s.first_claimed_at IS NOT NULL
 			    OR (o.first_claimed_at IS NULL AND
 				(coalesce(s.commit_seq, 0), s.id) <
@@ -254,6 +270,8 @@ BEGIN
 	-- index that looked empty and scanned all of it for an id list, 40 ms a
 	-- claim of 100.  coalesce() keeps the status test from matching the
 	-- partial indexes' predicates, which leaves them out of the choice.
+	--
+	-- created_at is returned for the publish latency metric.
 	RETURN QUERY
 	UPDATE outbox o
 	SET claim = p_claim,
@@ -266,7 +284,7 @@ BEGIN
 		  AND c.available_at <= now()
 		FOR UPDATE SKIP LOCKED))
 	RETURNING o.id, o.event_type, o.ordering_key, o.payload::text,
-	    o.attempts, o.created_at;
+	    o.attempts, o.created_at, o.destination, o.headers::text;
 END;
 $$;
 

@@ -209,6 +209,13 @@ enum sink_reason {
 	SINK_NREASONS
 };
 
+/* A header of a row (its headers column): an SQS or SNS message
+ * attribute of type String, a webhook request header. */
+struct outbox_header {
+	char		*name;
+	char		*value;
+};
+
 /* One outbox row in flight; the relay owns the strings. */
 struct outbox_msg {
 	int64_t		 id;
@@ -216,6 +223,8 @@ struct outbox_msg {
 	char		*key;		/* ordering key */
 	char		*payload;	/* JSON text */
 	size_t		 payload_len;
+	struct outbox_header *headers;	/* the row's, in the column's order */
+	int		 nheaders;
 	int		 attempts;	/* publish attempts before this one */
 	int64_t		 created_ms;	/* the row's created_at, ms since the
 					   epoch (publish latency) */
@@ -243,8 +252,21 @@ typedef void	 sink_done_cb(struct outbox_msg *msgs, int n, void *arg);
 #define SINK_MAX_BATCH		10
 
 /*
- * A destination the relay publishes to, chosen by relay.sink, described
- * so that the relay needs to know nothing else about it.
+ * What a relay keeps for one destination between publish calls: the
+ * configuration it publishes by, and the rate limits of the sink's log
+ * lines (a destination that is down fails every call; another one's
+ * lines must still be seen).
+ */
+struct sink_target {
+	const struct conf		*conf;
+	const struct conf_destination	*dest;
+	struct log_limit		 call_limit;	/* a failed call */
+	struct log_limit		 entry_limit;	/* a failed entry */
+};
+
+/*
+ * A kind of destination the relay publishes to (a destination's sink =),
+ * described so that the relay needs to know nothing else about it.
  */
 struct sink {
 	const char	*name;		/* "sqs", "http" */
@@ -270,14 +292,29 @@ struct sink {
 	 * sent.  Returns -1 (done never runs) if the call could not be
 	 * started.
 	 */
-	int		(*publish)(struct httpc *, const struct conf *,
+	int		(*publish)(struct httpc *, struct sink_target *,
 			    struct outbox_msg *msgs, int n, sink_done_cb *done,
 			    void *arg);
 	/* The part of the destination that may be logged (a URL may carry a
 	 * token): *text and its length in *len. */
-	void		(*loggable)(const struct conf *, const char **text,
-			    int *len);
+	void		(*loggable)(const struct sink_target *,
+			    const char **text, int *len);
 };
+
+/* The sink of a destination's sink = (enum conf_sink). */
+const struct sink *sink_of(int);
+/* Bytes a header counts toward a message's size at the sink (SQS and SNS
+ * count an attribute's name, type "String" and value). */
+size_t		 sink_header_size(const struct outbox_header *);
+/*
+ * A row's headers column (JSON text of len bytes, an object of strings;
+ * NULL or empty: none) into *out (caller frees with sink_headers_free;
+ * NULL when none) and their count into *n.  Returns 0, or -1 if it is
+ * not an object of strings or memory ran out (nothing to free then).
+ */
+int		 sink_headers_parse(const char *json, size_t len,
+		    struct outbox_header **out, int *n);
+void		 sink_headers_free(struct outbox_header *, int n);
 
 /*
  * relay.sink = "sqs": up to 10 messages with one SendMessageBatch (AWS
@@ -298,6 +335,13 @@ extern const struct sink sink_sqs;
  * marked answered) as its own answer comes.
  */
 extern const struct sink sink_http;
+
+/*
+ * A destination's sink = "sns": up to 10 messages with one PublishBatch
+ * (AWS SNS API: PublishBatch, query protocol) to its topic_arn; message
+ * attributes EventType and the row's headers.  Answered like SQS's.
+ */
+extern const struct sink sink_sns;
 
 /*
  * The Standard Webhooks signature of one delivery into out (outlen >=

@@ -328,6 +328,21 @@ static cfg_opt_t relay_opts[] = {
 	CFG_INT("retention", 604800, CFGF_NONE),
 	CFG_BOOL("handoff", cfg_true, CFGF_NONE),
 	CFG_INT("unready_after", 60000, CFGF_NONE),
+	CFG_STR("default_destination", NULL, CFGF_NONE),
+	CFG_END()
+};
+
+/* destination NAME { ... }: read by conf_dest.c.  0 = the sink's own
+ * most (batch_size, concurrency) or relay.timeout (timeout). */
+static cfg_opt_t destination_opts[] = {
+	CFG_STR("sink", NULL, CFGF_NONE),
+	CFG_STR("queue_url", NULL, CFGF_NONE),
+	CFG_STR("topic_arn", NULL, CFGF_NONE),
+	CFG_STR("url", NULL, CFGF_NONE),
+	CFG_STR("secret", NULL, CFGF_NONE),
+	CFG_INT("batch_size", 0, CFGF_NONE),
+	CFG_INT("timeout", 0, CFGF_NONE),
+	CFG_INT("concurrency", 0, CFGF_NONE),
 	CFG_END()
 };
 
@@ -368,6 +383,11 @@ static cfg_opt_t sqs_opts[] = {
 	CFG_END()
 };
 
+static cfg_opt_t sns_opts[] = {
+	CFG_STR("endpoint_url", NULL, CFGF_NONE),
+	CFG_END()
+};
+
 static cfg_opt_t dynamodb_opts[] = {
 	CFG_STR("table", "fulfillments", CFGF_NONE),
 	CFG_STR("endpoint_url", NULL, CFGF_NONE),
@@ -387,7 +407,10 @@ static cfg_opt_t top_opts[] = {
 	CFG_SEC("consumer", consumer_opts, CFGF_NONE),
 	CFG_SEC("aws", aws_opts, CFGF_NONE),
 	CFG_SEC("sqs", sqs_opts, CFGF_NONE),
+	CFG_SEC("sns", sns_opts, CFGF_NONE),
 	CFG_SEC("dynamodb", dynamodb_opts, CFGF_NONE),
+	CFG_SEC("destination", destination_opts,
+	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
 	CFG_SEC("webhook", webhook_opts, CFGF_NONE),
 	CFG_SEC("admin", admin_opts, CFGF_NONE),
 	CFG_END()
@@ -427,6 +450,7 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "sqs|queue_url", conf_v_url);
 	cfg_set_validate_func(cfg, "sqs|endpoint_url", conf_v_url);
 	cfg_set_validate_func(cfg, "dynamodb|endpoint_url", conf_v_url);
+	cfg_set_validate_func(cfg, "sns|endpoint_url", conf_v_url);
 }
 
 static char *
@@ -630,6 +654,9 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->aws.dynamodb_endpoint = conf_endpoint(cfg_getstr(d, "endpoint_url"),
 	    cfg_getstr(a, "endpoint_url"), "AWS_ENDPOINT_URL_DYNAMODB",
 	    "dynamodb", c->aws.region);
+	c->aws.sns_endpoint = conf_endpoint(cfg_getstr(cfg_getsec(cfg, "sns"),
+	    "endpoint_url"), cfg_getstr(a, "endpoint_url"),
+	    "AWS_ENDPOINT_URL_SNS", "sns", c->aws.region);
 	c->sqs_queue_url = conf_strdup_or_null(cfg_getstr(q, "queue_url"));
 	c->dynamodb_table = conf_strdup_or_null(cfg_getstr(d, "table"));
 
@@ -654,7 +681,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", c->path, v);
 		return -1;
 	}
-	return 0;
+	return conf_dest_fill(cfg, c, err, errlen);
 }
 
 int
@@ -760,6 +787,7 @@ conf_free(struct conf *c)
 	free(c->aws.region);
 	free(c->aws.sqs_endpoint);
 	free(c->aws.dynamodb_endpoint);
+	free(c->aws.sns_endpoint);
 	free(c->aws.access_key_id);
 	free(c->aws.secret_access_key);
 	free(c->aws.session_token);
@@ -770,6 +798,7 @@ conf_free(struct conf *c)
 	free(c->consumer.event_types);
 	free(c->webhook.url);
 	free(c->webhook.secret);
+	conf_dest_free(c);
 	free(c->admin.listen);
 	free(c->admin.host);
 	free(c->admin.port);

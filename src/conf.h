@@ -75,4 +75,14 @@ char		*conf_endpoint(const char *svc_file, const char *aws_file,
 int		 conf_check_nofile(const struct conf *, char *err,
 		    size_t errlen);
 
+/* conf_dest.c.  The relays' destinations: every destination NAME {}
+ * section of cfg (a cfg_t of libconfuse), then the one relay.sink with
+ * sqs {} / webhook {} makes ("default") unless a section has that name;
+ * and relay.default_destination.  0, or -1 with "FILE: reason" in err. */
+struct cfg_t;
+int		 conf_dest_fill(struct cfg_t *cfg, struct conf *c, char *err,
+		    size_t errlen);
+/* Free the destinations of c. */
+void		 conf_dest_free(struct conf *);
+
 #endif /* OUTBOXD_CONF_H */

@@ -377,15 +377,17 @@ db_check_schema(struct pg_conn *conn, char *err, size_t errlen)
 	PGresult	*res;
 	int		 ok, index;
 
-	/* outbox_claim() returns created_at since the publish latency
-	 * metric: an older schema must be applied again. */
+	/* outbox_claim() takes destinations since they came in (and
+	 * outbox has their columns): an older schema must be applied
+	 * again. */
 	res = PQexec(conn, "SELECT to_regclass('orders') IS NOT NULL AND "
 	    "to_regclass('outbox') IS NOT NULL AND "
 	    "to_regprocedure('outbox_notify()') IS NOT NULL AND "
 	    "to_regprocedure('outbox_stamp()') IS NOT NULL AND "
 	    "to_regclass('outbox_control') IS NOT NULL AND "
-	    "position('created_at' IN coalesce(pg_get_function_result("
-	    "to_regprocedure('outbox_claim(bigint,bigint,integer)')), '')) > 0, "
+	    "to_regclass('outbox_paused_destinations') IS NOT NULL AND "
+	    "to_regprocedure('outbox_claim(bigint,bigint,integer,text,text[])') "
+	    "IS NOT NULL, "
 	    "to_regclass('outbox_sent_idx') IS NOT NULL");
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		db_errcpy(err, errlen, PQresultErrorMessage(res));

@@ -187,6 +187,10 @@ handoff_recv(struct claimed_row *row, char *buf, size_t size)
 	row->key_len = h.key_len;
 	row->payload = row->key + h.key_len;
 	row->payload_len = h.payload_len;
+	/* An order's row: the default destination, no headers. */
+	row->destination = NULL;
+	row->headers = NULL;
+	row->headers_len = 0;
 	return 1;
 }
 

@@ -170,7 +170,7 @@ http_wake_handoff(struct http_worker *w, const struct http_job *job,
     const PGresult *res)
 {
 	static struct log_limit	 limit;
-	struct claimed_row	 row;
+	struct claimed_row	 row = { 0 };
 
 	if (PQntuples(res) != 1 || PQnfields(res) != HTTP_COLS_CLAIMED ||
 	    PQgetisnull(res, 0, HTTP_COL_CLAIM))

@@ -66,7 +66,28 @@ struct pg_result;
  * http.max_connections is checked against RLIMIT_NOFILE with. */
 #define HTTP_FD_RESERVE		32
 
-enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP };
+enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP, CONF_SINK_SNS };
+
+/*
+ * One place the relays publish to: a destination NAME {} section of
+ * outbox.conf, or the one that relay.sink with sqs {} / webhook {} makes
+ * (named "default").  A row's destination column names it; NULL means
+ * conf.default_destination.  Read-only once loaded.
+ */
+struct conf_destination {
+	char		*name;
+	int		 sink;			/* enum conf_sink */
+	char		*queue_url;		/* sqs */
+	char		*topic_arn;		/* sns */
+	char		*url;			/* http */
+	char		*secret;		/* http: Standard Webhooks key;
+						   never logged */
+	int		 batch_size;		/* messages per publish call,
+						   1..the sink's most */
+	long		 timeout;		/* ms per request */
+	int		 concurrency;		/* publish calls in flight at
+						   once, 1..the sink's most */
+};
 
 /* The most bytes a configuration file may hold (conf_load refuses more). */
 #define CONF_MAX_SIZE	(1024 * 1024)
@@ -149,6 +170,7 @@ struct conf {
 		char	*region;
 		char	*sqs_endpoint;		/* base URL, no trailing '/' */
 		char	*dynamodb_endpoint;	/* base URL, no trailing '/' */
+		char	*sns_endpoint;		/* base URL, no trailing '/' */
 		char	*access_key_id;
 		char	*secret_access_key;
 		char	*session_token;		/* NULL = none */
@@ -156,6 +178,12 @@ struct conf {
 
 	char		*sqs_queue_url;
 	char		*dynamodb_table;
+
+	struct conf_destination *destinations;	/* the relays' */
+	int		 n_destinations;
+	int		 default_destination;	/* index of the one for rows
+						   whose destination is NULL;
+						   -1 = none */
 };
 
 /*
@@ -175,6 +203,10 @@ void		 conf_free(struct conf *);
 /* The time allowed for one request to the relays' sink, in ms:
  * webhook.timeout for relay.sink = "http", else relay.timeout. */
 long		 conf_sink_timeout(const struct conf *);
+/* The destination a row's destination column names (NULL: the default),
+ * or NULL if outbox.conf has none of that name. */
+const struct conf_destination *conf_destination_find(const struct conf *,
+		    const char *name);
 
 /* ---- clock.c: microseconds, monotonic for durations, wall for instants  */
 int64_t		 clock_mono_us(void);	/* CLOCK_MONOTONIC */
@@ -643,6 +675,9 @@ struct claimed_row {
 					   relay.lease) */
 	const char	*type, *key, *payload;
 	size_t		 type_len, key_len, payload_len;
+	const char	*destination;	/* NULL: the default */
+	const char	*headers;	/* JSON object text; NULL: none */
+	size_t		 headers_len;
 };
 
 /* A new random claim token: unique enough per claim, only compared for

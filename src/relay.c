@@ -274,19 +274,14 @@ relay_main(struct conf *conf, int index)
 	struct timeval		 tv;
 	char			 err[512];
 	const char		*target;
-	int			 target_len;
+	int			 target_len, i;
 
 	log_init("relay", index);
 	proc_set_title("outboxd: relay %d", index);
 	memset(&r, 0, sizeof(r));
 	r.conf = conf;
 	r.index = index;
-	r.sink = conf->relay.sink == CONF_SINK_HTTP ? &sink_http : &sink_sqs;
-	if (r.sink->max_batch < 1 || r.sink->max_batch > SINK_MAX_BATCH)
-		fatalx("sink %s: max_batch %d", r.sink->name,
-		    r.sink->max_batch);
-	/* relay_sink_pump() takes it from each chunk's lease. */
-	r.sink_timeout = conf_sink_timeout(conf);
+	relay_sink_open(&r);
 	TAILQ_INIT(&r.ready);
 	TAILQ_INIT(&r.at_sinkq);
 	if ((r.base = event_base_new()) == NULL)
@@ -321,10 +316,15 @@ relay_main(struct conf *conf, int index)
 	if (index == 1 && conf->relay.retention > 0 &&
 	    (r.retention = retention_new(r.base, conf)) == NULL)
 		fatalx("retention_new");
-	r.sink->loggable(conf, &target, &target_len);
-	log_info("publishing to %s %.*s (batch %d, poll %ld ms)",
-	    r.sink->name, target_len, target, conf->relay.batch_size,
-	    conf->relay.poll_interval);
+	for (i = 0; i < r.n_dests; i++) {
+		struct relay_dest	*d = &r.dests[i];
+
+		d->sink->loggable(&d->t, &target, &target_len);
+		log_kv(LOG_LEVEL_INFO, (const char *[]){ "destination",
+		    d->t.dest->name, NULL }, "publishing to %s %.*s (batch %d, "
+		    "poll %ld ms)", d->sink->name, target_len, target,
+		    conf->relay.batch_size, conf->relay.poll_interval);
+	}
 
 	relay_kick(&r);			/* rows written while we were down */
 	event_base_dispatch(r.base);

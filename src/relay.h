@@ -28,6 +28,24 @@
 
 struct relay;
 
+/*
+ * One destination as a relay publishes to it: its sink and the chunks it
+ * has at that sink.  A relay has one per destination of its
+ * configuration, in its order, and one more for rows naming a
+ * destination it does not have (sink NULL: they are failed).
+ */
+struct relay_dest {
+	struct sink_target	 t;
+	const struct sink	*sink;		/* NULL: not configured */
+	int			 max_batch;	/* messages per call */
+	int			 slots;		/* calls at once */
+	int			 at_sink;	/* chunks at its sink */
+	int			 inflight;	/* rows claimed, not recorded */
+	int			 cap;		/* claim none of its rows while
+						   inflight reaches this */
+	struct relay_chunk	*filling;	/* chunk a claim is filling */
+};
+
 /* The statement in flight on a relay's connection, if any. */
 enum relay_pg_query { RELAY_PG_NONE, RELAY_PG_CLAIM, RELAY_PG_MARK };
 
@@ -48,6 +66,7 @@ struct relay_pg_stmt {
  */
 struct relay_chunk {
 	struct relay		*relay;
+	struct relay_dest	*dest;
 	int64_t			 claim;
 	struct outbox_msg	 msgs[SINK_MAX_BATCH];
 	int			 n;
@@ -83,7 +102,8 @@ struct relay {
 	struct event		*give_up;	/* stopping: rows at the sink */
 	struct event		*handoff_ev;	/* relay 1: rows handed over */
 	struct retention	*retention;	/* relay 1: old sent rows */
-	const struct sink	*sink;
+	struct relay_dest	*dests;		/* n_dests + 1: see relay_dest */
+	int			 n_dests;
 	long			 reconnect_delay;
 	int			 reconnect_fails;
 	int			 inflight;	/* rows claimed, not recorded */
@@ -105,8 +125,6 @@ struct relay {
 	int			 claiming_limit; /* ... a claim's limit */
 	int64_t			 claim_cost_us;	/* how long claims take */
 	int64_t			 mark_cost_us;	/* ... and marks */
-	long			 sink_timeout;	/* ms, the sink's request
-						   timeout, see relay_sink_pump */
 	int			 handoff_on;	/* handoff_ev is added */
 	int			 handoff_shut;	/* ... never again: shut */
 	struct log_limit	 stale_limit;	/* "too late to publish" */
@@ -212,15 +230,22 @@ int		 relay_claim_give_back(struct relay *, const int64_t *ids,
 
 /* ---- relay_sink.c: claimed rows to the sink, answers to outcomes ------ */
 
-/* Add a claimed row (strings copied) to *chp, the chunk being filled; a
- * full chunk is queued for the sink and a new one started.  attempts
- * made before; answered_us: when its claim came back (monotonic). */
-void		 relay_sink_add(struct relay *, struct relay_chunk **chp,
-		    const struct claimed_row *row, int attempts,
-		    int64_t answered_us);
-/* Queue a filled chunk for the sink (takes it); one whose messages are
- * all decided already (too large) is recorded at once. */
-void		 relay_sink_queue(struct relay *, struct relay_chunk *ch);
+/* Set up the relay's destinations from its configuration. */
+void		 relay_sink_open(struct relay *);
+/* Add a claimed row (strings copied) to the chunk being filled for its
+ * destination; a full chunk is queued for the sink and a new one
+ * started.  attempts made before; answered_us: when its claim came back
+ * (monotonic). */
+void		 relay_sink_add(struct relay *, const struct claimed_row *row,
+		    int attempts, int64_t answered_us);
+/* Queue every chunk being filled for its sink; one whose messages are all
+ * decided already (too large, no such destination) is recorded at
+ * once. */
+void		 relay_sink_flush(struct relay *);
+/* The names of the destinations whose rows a claim must leave now (rows
+ * in hand reached their cap), as a PostgreSQL text[] literal into buf
+ * (len bytes): "{}" when none. */
+void		 relay_sink_skip(const struct relay *, char *buf, size_t len);
 /* Hand queued chunks to the sink while it has free slots; stopping, give
  * their rows back instead. */
 void		 relay_sink_pump(struct relay *);

@@ -29,13 +29,15 @@
 #define RELAY_RETRY_AFTER_MAX	3600000	/* ms, cap on a broker's Retry-After */
 #define RELAY_ERROR_MAX		1000	/* bytes of last_error kept */
 
-/* Up to $3 rows (at most one per ordering key: see outbox_claim() in
- * sql/schema.sql) under claim token $1 for a lease of $2 ms. */
+/* Up to $3 rows (at most one per ordering key and destination: see
+ * outbox_claim() in sql/schema.sql) under claim token $1 for a lease of
+ * $2 ms; $4 the default destination's name, $5 (text[]) those whose rows
+ * to leave. */
 static const char relay_claim_sql[] =
 	"SELECT id, event_type, "
 	"ordering_key, payload, attempts, "
-	"(1000 * extract(epoch FROM created_at))::bigint "
-	"FROM outbox_claim($1, $2, $3) ORDER BY id";
+	"(1000 * extract(epoch FROM created_at))::bigint, destination, headers "
+	"FROM outbox_claim($1, $2, $3, $4, $5) ORDER BY id";
 
 /*
  * Rows $1 (bigint[]) sent, each if still under its claim $2, sent_at the
@@ -76,7 +78,7 @@ static const char relay_retry_sql[] =
 
 /* The hot statements, prepared once per connection (relay_pg.c). */
 static const struct relay_pg_stmt relay_claim_stmt = {
-	1, "outboxd_relay_claim", relay_claim_sql, 3
+	1, "outboxd_relay_claim", relay_claim_sql, 5
 };
 static const struct relay_pg_stmt relay_mark_stmt = {
 	2, "outboxd_relay_sent", relay_mark_sql, 4
@@ -121,8 +123,8 @@ relay_backoff(const struct conf *c, int attempts, long retry_after)
 void
 relay_claim_start(struct relay *r)
 {
-	char		 claim[24], lease[24], limit[24];
-	const char	*p[3];
+	char		 claim[24], lease[24], limit[24], skip[1024];
+	const char	*p[5];
 	int		 room;
 
 	room = RELAY_MAX_INFLIGHT - r->inflight;
@@ -136,6 +138,10 @@ relay_claim_start(struct relay *r)
 	p[0] = claim;
 	p[1] = lease;
 	p[2] = limit;
+	p[3] = r->conf->default_destination >= 0 ?
+	    r->conf->destinations[r->conf->default_destination].name : NULL;
+	relay_sink_skip(r, skip, sizeof(skip));
+	p[4] = skip;
 	r->woken = 0;
 	r->followers = 0;
 	relay_pg_send(r, RELAY_PG_CLAIM, &relay_claim_stmt, p);
@@ -151,7 +157,6 @@ relay_claim_start(struct relay *r)
 void
 relay_claim_done(struct relay *r, PGresult *res)
 {
-	struct relay_chunk	*ch = NULL;
 	struct claimed_row	 row;
 	int64_t			 now = clock_mono_us();
 	int			 i, n;
@@ -172,10 +177,14 @@ relay_claim_done(struct relay *r, PGresult *res)
 		row.payload = PQgetvalue(res, i, 3);
 		row.payload_len = PQgetlength(res, i, 3);
 		row.created_ms = strtoll(PQgetvalue(res, i, 5), NULL, 10);
-		relay_sink_add(r, &ch, &row, atoi(PQgetvalue(res, i, 4)), now);
+		row.destination = PQgetisnull(res, i, 6) ? NULL :
+		    PQgetvalue(res, i, 6);
+		row.headers = PQgetisnull(res, i, 7) ? NULL :
+		    PQgetvalue(res, i, 7);
+		row.headers_len = PQgetlength(res, i, 7);
+		relay_sink_add(r, &row, atoi(PQgetvalue(res, i, 4)), now);
 	}
-	if (ch != NULL)
-		relay_sink_queue(r, ch);
+	relay_sink_flush(r);
 	relay_sink_pump(r);
 	if (n > 0)
 		log_debug("claimed %d row(s)", n);

@@ -53,7 +53,6 @@ relay_handoff_on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	static char		 buf[HANDOFF_MAX];
 	struct relay		*r = arg;
-	struct relay_chunk	*ch = NULL;
 	struct claimed_row	 row;
 	int64_t			 now = clock_mono_us();
 	int			 rv, n = 0;
@@ -74,11 +73,10 @@ relay_handoff_on_readable(evutil_socket_t fd, short what, void *arg)
 			    "lease brings it back");
 			continue;
 		}
-		relay_sink_add(r, &ch, &row, 0, now);
+		relay_sink_add(r, &row, 0, now);
 		n++;
 	}
-	if (ch != NULL)
-		relay_sink_queue(r, ch);
+	relay_sink_flush(r);
 	if (n > 0) {
 		metrics_handoff(n, 0);
 		log_debug("took %d handed-off row(s)", n);

@@ -7,9 +7,15 @@
  * (relay_sink_pump()); relay.c claims again while enough of them are
  * still waiting to keep the sink busy until the claim's answer comes.
  * The relay knows the sink only by its struct sink.
+ *
+ * Each destination has its own chunks, slots and cap on rows in hand:
+ * one that is slow fills its own slots and reaches its cap, and then
+ * the claims leave its rows (relay_sink_skip()) while the other
+ * destinations' rows go on flowing.
  */
 #include "config.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +24,93 @@
 
 #include "relay.h"
 
+/* Rows a destination may have in hand per publish call it may have in
+ * flight: enough to keep its calls busy while the next claim comes. */
+#define RELAY_DEST_CAP_PER_SLOT	2
+
 static void	relay_sink_answered(struct outbox_msg *, int, void *);
+
+void
+relay_sink_open(struct relay *r)
+{
+	const struct conf	*c = r->conf;
+	struct relay_dest	*d;
+	int			 i;
+
+	r->n_dests = c->n_destinations;
+	if ((r->dests = calloc((size_t)r->n_dests + 1, sizeof(*r->dests))) ==
+	    NULL)
+		fatal("calloc");
+	for (i = 0; i < r->n_dests; i++) {
+		d = &r->dests[i];
+		d->t.conf = c;
+		d->t.dest = &c->destinations[i];
+		d->sink = sink_of(d->t.dest->sink);
+		if (d->sink->max_batch < 1 ||
+		    d->sink->max_batch > SINK_MAX_BATCH)
+			fatalx("sink %s: max_batch %d", d->sink->name,
+			    d->sink->max_batch);
+		d->max_batch = d->t.dest->batch_size > 0 &&
+		    d->t.dest->batch_size < d->sink->max_batch ?
+		    d->t.dest->batch_size : d->sink->max_batch;
+		d->slots = d->t.dest->concurrency > 0 &&
+		    d->t.dest->concurrency < d->sink->slots ?
+		    d->t.dest->concurrency : d->sink->slots;
+		d->cap = d->slots * d->max_batch * RELAY_DEST_CAP_PER_SLOT;
+		if (d->cap < c->relay.batch_size)
+			d->cap = c->relay.batch_size;
+	}
+	/* Rows naming a destination outbox.conf lacks: failed at once. */
+	r->dests[r->n_dests].t.conf = c;
+	r->dests[r->n_dests].max_batch = SINK_MAX_BATCH;
+	r->dests[r->n_dests].cap = RELAY_MAX_INFLIGHT;
+}
+
+/* The relay_dest of a claimed row's destination column. */
+static struct relay_dest *
+relay_sink_dest(struct relay *r, const char *name)
+{
+	const struct conf_destination	*d;
+
+	d = conf_destination_find(r->conf, name);
+	return &r->dests[d != NULL ? d - r->conf->destinations : r->n_dests];
+}
+
+void
+relay_sink_skip(const struct relay *r, char *buf, size_t len)
+{
+	size_t	off = 0;
+	int	i, n = 0;
+
+	buf[0] = '\0';
+	if (len < 3)
+		return;
+	buf[off++] = '{';
+	for (i = 0; i < r->n_dests; i++) {
+		const char	*p;
+		size_t		 need;
+
+		if (r->dests[i].inflight < r->dests[i].cap)
+			continue;
+		/* Quoted, with '"' and '\\' escaped: an array literal. */
+		need = 2 + (n > 0);
+		for (p = r->dests[i].t.dest->name; *p != '\0'; p++)
+			need += (*p == '"' || *p == '\\') ? 2 : 1;
+		if (off + need + 2 > len)
+			break;
+		if (n++ > 0)
+			buf[off++] = ',';
+		buf[off++] = '"';
+		for (p = r->dests[i].t.dest->name; *p != '\0'; p++) {
+			if (*p == '"' || *p == '\\')
+				buf[off++] = '\\';
+			buf[off++] = *p;
+		}
+		buf[off++] = '"';
+	}
+	buf[off++] = '}';
+	buf[off] = '\0';
+}
 
 static void
 relay_sink_chunk_free(struct relay_chunk *ch)
@@ -30,29 +122,61 @@ relay_sink_chunk_free(struct relay_chunk *ch)
 		free(ch->msgs[i].key);
 		free(ch->msgs[i].payload);
 		free(ch->msgs[i].error);
+		sink_headers_free(ch->msgs[i].headers, ch->msgs[i].nheaders);
 	}
 	free(ch);
 }
 
+static void	relay_sink_queue(struct relay *, struct relay_chunk *);
+
+/* Fail m for good with the error fmt says (a reason of the relay's). */
+static void
+relay_sink_refuse(struct outbox_msg *m, enum sink_reason reason,
+    const char *fmt, ...) OUTBOXD_PRINTF(3, 4);
+
+static void
+relay_sink_refuse(struct outbox_msg *m, enum sink_reason reason,
+    const char *fmt, ...)
+{
+	va_list	ap;
+
+	m->outcome = SINK_REJECTED;
+	m->reason = reason;
+	free(m->error);
+	va_start(ap, fmt);
+	if (vasprintf(&m->error, fmt, ap) == -1)
+		m->error = NULL;
+	va_end(ap);
+}
+
 /*
- * Add a claimed row to *chp, the chunk being filled (a new one when there
- * is none or the row does not fit: the full one goes to the sink).  The
- * strings are copied.  claim and claimed_us: the row's claim token and
- * when its claim was sent (monotonic us); answered_us when it came back.
+ * Add a claimed row to the chunk being filled for its destination (a new
+ * one when there is none or the row does not fit: the full one goes to
+ * the sink).  The strings are copied.  claim and claimed_us: the row's
+ * claim token and when its claim was sent (monotonic us); answered_us
+ * when it came back.
  */
 void
-relay_sink_add(struct relay *r, struct relay_chunk **chp,
-    const struct claimed_row *row, int attempts, int64_t answered_us)
+relay_sink_add(struct relay *r, const struct claimed_row *row, int attempts,
+    int64_t answered_us)
 {
-	struct relay_chunk	*ch = *chp;
+	struct relay_dest	*d = relay_sink_dest(r, row->destination);
+	struct relay_chunk	*ch = d->filling;
 	struct outbox_msg	*m;
 	size_t			 size, budget = r->conf->relay.max_message_size;
 	int64_t			 lease_end = row->claimed_us +
 				    row->lease_ms * 1000;
+	struct outbox_header	*hdr = NULL;
+	int			 nhdr = 0, bad_headers, i;
 
-	size = row->payload_len + row->type_len + r->sink->msg_overhead;
+	bad_headers = sink_headers_parse(row->headers, row->headers_len, &hdr,
+	    &nhdr) == -1;
+	size = row->payload_len + row->type_len +
+	    (d->sink != NULL ? d->sink->msg_overhead : 0);
+	for (i = 0; i < nhdr; i++)
+		size += sink_header_size(&hdr[i]);
 	/* A batch may carry as much as one message may (SQS). */
-	if (ch != NULL && (ch->n == r->sink->max_batch ||
+	if (ch != NULL && (ch->n == d->max_batch ||
 	    ch->bytes + size > budget || ch->claim != row->claim ||
 	    ch->lease_end_us != lease_end)) {
 		relay_sink_queue(r, ch);
@@ -62,6 +186,7 @@ relay_sink_add(struct relay *r, struct relay_chunk **chp,
 		if ((ch = calloc(1, sizeof(*ch))) == NULL)
 			fatal("calloc");
 		ch->relay = r;
+		ch->dest = d;
 		ch->claim = row->claim;
 		ch->claimed_us = row->claimed_us;
 		ch->answered_us = answered_us;
@@ -74,32 +199,53 @@ relay_sink_add(struct relay *r, struct relay_chunk **chp,
 	m->key = strndup(row->key, row->key_len);
 	m->payload = strndup(row->payload, row->payload_len);
 	m->payload_len = row->payload_len;
+	m->headers = hdr;
+	m->nheaders = nhdr;
 	m->attempts = attempts;
 	m->created_ms = row->created_ms;
 	m->retry_after = -1;
 	m->reason = SINK_REASON_OTHER;	/* the sink says why, if it fails */
 	if (m->event_type == NULL || m->key == NULL || m->payload == NULL)
 		fatal("strndup");
-	if (size > budget) {
-		/* Retrying cannot make it fit. */
-		m->outcome = SINK_REJECTED;
-		m->reason = SINK_REASON_TOO_LARGE;
-		if (asprintf(&m->error, "message of %zu bytes exceeds "
-		    "relay.max_message_size (%zu bytes)", size, budget) == -1)
-			m->error = NULL;
-	}
-	*chp = ch;
+	/* Retrying cannot help any of these. */
+	if (d->sink == NULL)
+		relay_sink_refuse(m, SINK_REASON_REJECTED, "destination "
+		    "\"%s\" is not in outbox.conf (redrive the row once it is)",
+		    row->destination);
+	else if (bad_headers)
+		relay_sink_refuse(m, SINK_REASON_REJECTED, "headers: not a "
+		    "JSON object whose values are strings");
+	else if (size > budget)
+		relay_sink_refuse(m, SINK_REASON_TOO_LARGE, "message of %zu "
+		    "bytes exceeds relay.max_message_size (%zu bytes)", size,
+		    budget);
+	d->filling = ch;
+}
+
+void
+relay_sink_flush(struct relay *r)
+{
+	int	i;
+
+	for (i = 0; i <= r->n_dests; i++)
+		if (r->dests[i].filling != NULL) {
+			relay_sink_queue(r, r->dests[i].filling);
+			r->dests[i].filling = NULL;
+		}
 }
 
 /* Queue a claimed chunk for the sink (relay_sink_pump() hands it on); one
  * whose messages are all decided already (too large) is recorded at
  * once. */
-void
+static void
 relay_sink_queue(struct relay *r, struct relay_chunk *ch)
 {
 	int	i;
 
+	if (ch->dest->filling == ch)
+		ch->dest->filling = NULL;
 	r->inflight += ch->n;
+	ch->dest->inflight += ch->n;
 	for (i = 0; i < ch->n; i++)
 		if (ch->msgs[i].outcome != SINK_REJECTED)
 			break;
@@ -136,6 +282,7 @@ relay_sink_release(struct relay *r)
 			claims[n++] = ch->claim;
 		}
 		r->inflight -= ch->n;
+		ch->dest->inflight -= ch->n;
 		relay_sink_chunk_free(ch);
 	}
 	if ((n = relay_claim_give_back(r, ids, claims, n)) >= 0)
@@ -145,30 +292,36 @@ relay_sink_release(struct relay *r)
 }
 
 /*
- * Hand ready chunks to the sink while it has free slots.  A chunk that
- * waited so long that its publish could outlast the claim's lease (a sink
- * that answers in seconds) is not published: its rows come back when the
- * lease ends, where another relay could take them while this one was
- * still publishing them.
+ * Hand ready chunks to their sinks while these have free slots, oldest
+ * first for each destination.  A chunk that waited so long that its
+ * publish could outlast the claim's lease (a sink that answers in
+ * seconds) is not published: its rows come back when the lease ends,
+ * where another relay could take them while this one was still
+ * publishing them.
  */
 void
 relay_sink_pump(struct relay *r)
 {
-	struct relay_chunk	*ch;
+	struct relay_chunk	*ch, *next;
+	struct relay_dest	*d;
 	int64_t			 now;
 
 	if (r->stopping) {
 		relay_sink_release(r);
 		return;
 	}
-	while (r->at_sink < r->sink->slots &&
-	    (ch = TAILQ_FIRST(&r->ready)) != NULL) {
+	for (ch = TAILQ_FIRST(&r->ready); ch != NULL; ch = next) {
+		long	wait_max;
+
+		next = TAILQ_NEXT(ch, entry);
+		d = ch->dest;
+		if (d->at_sink >= d->slots)
+			continue;
 		/* The lease must cover the wait for a slot and the request
 		 * (the configuration check makes it at least twice the
 		 * request's timeout). */
-		long	wait_max = (ch->lease_end_us - ch->claimed_us) / 1000 -
-			    r->sink_timeout;
-
+		wait_max = (ch->lease_end_us - ch->claimed_us) / 1000 -
+		    d->t.dest->timeout;
 		TAILQ_REMOVE(&r->ready, ch, entry);
 		now = clock_mono_us();
 		if ((now - ch->claimed_us) / 1000 >= wait_max) {
@@ -194,21 +347,25 @@ relay_sink_pump(struct relay *r)
 				    "request to the sink %lld ms)", ch->n, took,
 				    (long long)(now - ch->answered_us) / 1000);
 			r->inflight -= ch->n;
+			d->inflight -= ch->n;
 			relay_sink_chunk_free(ch);
 			continue;
 		}
 		ch->at_sink = 1;
 		ch->sink_us = now;
 		r->at_sink++;
+		d->at_sink++;
 		TAILQ_INSERT_TAIL(&r->at_sinkq, ch, entry);
-		if (r->sink->publish(r->httpc, r->conf, ch->msgs, ch->n,
+		if (d->sink->publish(r->httpc, &d->t, ch->msgs, ch->n,
 		    relay_sink_answered, ch) == -1) {
 			/* Not started: the lease brings the rows back. */
-			log_warnx("could not start a publish of %d "
-			    "message(s)", ch->n);
+			log_warnx("destination %s: could not start a publish "
+			    "of %d message(s)", d->t.dest->name, ch->n);
 			TAILQ_REMOVE(&r->at_sinkq, ch, entry);
 			r->at_sink--;
+			d->at_sink--;
 			r->inflight -= ch->n;
+			d->inflight -= ch->n;
 			relay_sink_chunk_free(ch);
 		}
 	}
@@ -223,7 +380,11 @@ static void
 relay_sink_count(struct relay *r, const struct relay_chunk *ch)
 {
 	int64_t		now = ch->acked_us / 1000, lat;
-	int		i, sink = r->conf->relay.sink, nsent = 0, why = -1;
+	int		i, nsent = 0, why = -1;
+	/* Rows naming no destination of ours count under the default's
+	 * sink until metrics know destinations. */
+	int		sink = ch->dest->t.dest != NULL ? ch->dest->t.dest->sink :
+			    r->conf->relay.sink;
 
 	for (i = 0; i < ch->n; i++) {
 		const struct outbox_msg	*m = &ch->msgs[i];
@@ -261,14 +422,16 @@ relay_sink_answered(struct outbox_msg *msgs, int n, void *arg)
 	(void)n;
 	ch->acked_us = clock_wall_us();
 	if (ch->at_sink) {
-		metrics_sink_duration(r->conf->relay.sink,
+		metrics_sink_duration(ch->dest->t.dest->sink,
 		    (uint64_t)(clock_mono_us() - ch->sink_us));
 		TAILQ_REMOVE(&r->at_sinkq, ch, entry);
 		r->at_sink--;
+		ch->dest->at_sink--;
 	}
 	relay_sink_count(r, ch);
 	relay_record_outcomes(r, ch);
 	r->inflight -= ch->n;
+	ch->dest->inflight -= ch->n;
 	relay_sink_chunk_free(ch);
 	relay_sink_pump(r);
 	relay_schedule_record(r);
@@ -315,26 +478,28 @@ relay_sink_give_up(struct relay *r)
 			}
 		}
 	}
+	ch = TAILQ_FIRST(&r->at_sinkq);
 	if (answered > 0)
 		log_warnx("stopping with %d %s still unanswered "
 		    "%ld ms after the stop signal: their rows are published "
 		    "again when their lease ends (relay.lease %ld ms); the %d "
 		    "answered row(s) of the same requests are recorded", hung,
-		    r->sink->unanswered, proc_give_up_ms(r->conf),
-		    r->conf->relay.lease, answered);
+		    ch != NULL ? ch->dest->sink->unanswered : "messages",
+		    proc_give_up_ms(r->conf), r->conf->relay.lease, answered);
 	else
 		log_warnx("stopping with %d row(s) given to %s still "
 		    "unanswered %ld ms after the stop signal: they are "
 		    "published again when their lease ends (relay.lease %ld "
 		    "ms)", hung,
-		    r->sink->target, proc_give_up_ms(r->conf),
-		    r->conf->relay.lease);
+		    ch != NULL ? ch->dest->sink->target : "the sink",
+		    proc_give_up_ms(r->conf), r->conf->relay.lease);
 }
 
 void
 relay_sink_free(struct relay *r)
 {
 	struct relay_chunk	*ch;
+	int			 i;
 
 	while ((ch = TAILQ_FIRST(&r->ready)) != NULL) {
 		TAILQ_REMOVE(&r->ready, ch, entry);
@@ -344,4 +509,9 @@ relay_sink_free(struct relay *r)
 		TAILQ_REMOVE(&r->at_sinkq, ch, entry);
 		relay_sink_chunk_free(ch);
 	}
+	for (i = 0; i <= r->n_dests; i++)
+		if (r->dests[i].filling != NULL)
+			relay_sink_chunk_free(r->dests[i].filling);
+	free(r->dests);
+	r->dests = NULL;
 }

@@ -59,6 +59,7 @@ struct sink_http_one {
 };
 
 struct sink_http_call {
+	struct sink_target	*t;
 	struct outbox_msg	*msgs;
 	int			 n;
 	int			 pending;	/* deliveries not yet done */
@@ -66,8 +67,6 @@ struct sink_http_call {
 	void			*arg;
 	struct sink_http_one	 one[SINK_HTTP_MAX_BATCH];
 };
-
-static struct log_limit	sink_http_limit;	/* failed calls */
 
 /*
  * Decode the base64 after "whsec_" (padding optional) into key.  Returns
@@ -239,13 +238,14 @@ sink_http_finish(struct sink_http_call *call)
 	/* A receiver that is down fails every call: rate-limited, as the
 	 * SQS sink's failures are, so an outage cannot flood the log. */
 	if (nretry + nrej > 0)
-		log_limited(&sink_http_limit, LOG_LEVEL_WARN, "webhook: %d of "
-		    "%d deliveries failed (%d to retry, %d rejected); first: %s",
-		    nretry + nrej, call->n, nretry, nrej, first != NULL ? first :
-		    "?");
+		log_limited_kv(&call->t->call_limit, LOG_LEVEL_WARN,
+		    (const char *[]){ "destination", call->t->dest->name,
+		    NULL }, "webhook: %d of %d deliveries failed (%d to retry, "
+		    "%d rejected); first: %s", nretry + nrej, call->n, nretry,
+		    nrej, first != NULL ? first : "?");
 	else {
 		log_debug("webhook: %d of %d delivered", nsent, call->n);
-		log_limit_end(&sink_http_limit, "webhook delivery");
+		log_limit_end(&call->t->call_limit, "webhook delivery");
 	}
 	call->done(call->msgs, call->n, call->arg);
 	free(call);
@@ -308,7 +308,7 @@ sink_http_abort(void *arg)
 
 /* Start the delivery of msgs[i]; -1 (with m->error set) if it cannot. */
 static int
-sink_http_start(struct httpc *hc, const struct conf *conf,
+sink_http_start(struct httpc *hc, const struct conf_destination *d,
     struct sink_http_call *call, int i, int64_t now)
 {
 	struct outbox_msg	*m = &call->msgs[i];
@@ -318,10 +318,11 @@ sink_http_start(struct httpc *hc, const struct conf *conf,
 	char			 etype[128];
 	const char		*why;
 	size_t			 len, j;
+	int			 k;
 
 	snprintf(id, sizeof(id), "%" PRId64, m->id);
 	len = m->payload_len != 0 ? m->payload_len : strlen(m->payload);
-	if (webhook_sign(conf->webhook.secret, id, now, m->payload, len, sig,
+	if (webhook_sign(d->secret, id, now, m->payload, len, sig,
 	    sizeof(sig)) == -1) {
 		why = "cannot sign: webhook.secret is empty, or after "
 		    "\"whsec_\" not base64 of 1 to 256 bytes";
@@ -347,14 +348,23 @@ sink_http_start(struct httpc *hc, const struct conf *conf,
 		why = "out of memory";
 		goto fail;
 	}
+	/* The row's headers; the schema keeps their names to letters,
+	 * digits, '_', '-' and '.', their values free of control
+	 * characters, and refuses the names this sink sets itself and those
+	 * of HTTP's own machinery (outbox(7)). */
+	for (k = 0; k < m->nheaders; k++)
+		if (httpc_header(&h, "%s: %s", m->headers[k].name,
+		    m->headers[k].value) == -1) {
+			why = "out of memory";
+			goto fail;
+		}
 
 	memset(&req, 0, sizeof(req));
-	req.url = conf->webhook.url;
+	req.url = d->url;
 	req.headers = h;		/* httpc frees it, even on failure */
 	req.body = m->payload;
 	req.body_len = len;
-	req.timeout = conf->webhook.timeout > 0 ? conf->webhook.timeout :
-	    WEBHOOK_DEFAULT_TIMEOUT;
+	req.timeout = d->timeout > 0 ? d->timeout : WEBHOOK_DEFAULT_TIMEOUT;
 	req.arg_free = sink_http_abort;
 	call->one[i].call = call;
 	call->one[i].i = i;
@@ -376,9 +386,10 @@ fail:
 }
 
 static int
-sink_http_publish(struct httpc *hc, const struct conf *conf,
+sink_http_publish(struct httpc *hc, struct sink_target *t,
     struct outbox_msg *msgs, int n, sink_done_cb *done, void *arg)
 {
+	const struct conf_destination	*d = t->dest;
 	struct sink_http_call	*call;
 	const char		*why = NULL;
 	int64_t			 now;
@@ -389,15 +400,16 @@ sink_http_publish(struct httpc *hc, const struct conf *conf,
 		    SINK_HTTP_MAX_BATCH);
 		return (-1);
 	}
-	if (conf->webhook.url == NULL || conf->webhook.secret == NULL) {
-		log_warnx("sink_http_publish: webhook.url or webhook.secret "
-		    "is not set");
+	if (d->url == NULL || d->secret == NULL) {
+		log_warnx("sink_http_publish: destination %s has no url or "
+		    "secret", d->name);
 		return (-1);
 	}
 	if ((call = calloc(1, sizeof(*call))) == NULL) {
 		log_warn("sink_http_publish");
 		return (-1);
 	}
+	call->t = t;
 	call->msgs = msgs;
 	call->n = n;
 	call->done = done;
@@ -416,7 +428,7 @@ sink_http_publish(struct httpc *hc, const struct conf *conf,
 		msgs[i].answered = 0;
 		msgs[i].retry_after = -1;
 		call->pending++;
-		if (sink_http_start(hc, conf, call, i, now) == -1) {
+		if (sink_http_start(hc, d, call, i, now) == -1) {
 			call->pending--;
 			why = msgs[i].error;
 		} else
@@ -448,10 +460,10 @@ sink_http_origin_len(const char *url)
 /* A webhook URL may carry a token in its path or query: only the scheme
  * and host may be logged. */
 static void
-sink_http_loggable(const struct conf *conf, const char **text, int *len)
+sink_http_loggable(const struct sink_target *t, const char **text, int *len)
 {
-	*text = conf->webhook.url;
-	*len = sink_http_origin_len(conf->webhook.url);
+	*text = t->dest->url;
+	*len = sink_http_origin_len(t->dest->url);
 }
 
 const struct sink sink_http = {

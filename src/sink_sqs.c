@@ -26,11 +26,8 @@
 #define SQS_ATTR_OVERHEAD	(sizeof("EventType") - 1 + sizeof("String") - 1)
 #define SINK_DEFAULT_TIMEOUT	10000L	/* ms, if the relay gives none */
 
-/* A broker that is down fails every batch: one line per LOG_LIMIT_MS. */
-static struct log_limit	sink_sqs_batch_limit;
-static struct log_limit	sink_sqs_entry_limit;
-
 struct sink_sqs_call {
+	struct sink_target	*t;
 	struct outbox_msg	*msgs;
 	int			 n;
 	sink_done_cb		*done;
@@ -55,9 +52,12 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 		    res->error_message != NULL ? res->error_message : "-") ==
 		    -1)
 			why = NULL;
-		log_limited(&sink_sqs_batch_limit, LOG_LEVEL_WARN,
-		    "SendMessageBatch of %d messages failed, will retry: %s",
-		    call->n, why != NULL ? why : "?");
+		/* A broker that is down fails every batch: one line per
+		 * LOG_LIMIT_MS. */
+		log_limited_kv(&call->t->call_limit, LOG_LEVEL_WARN,
+		    (const char *[]){ "destination", call->t->dest->name,
+		    NULL }, "SendMessageBatch of %d messages failed, will "
+		    "retry: %s", call->n, why != NULL ? why : "?");
 		for (i = 0; i < call->n; i++) {
 			call->msgs[i].outcome = SINK_RETRY;
 			call->msgs[i].reason = sqs_send_batch_reason(
@@ -73,8 +73,9 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 					continue;
 				snprintf(id, sizeof(id), "%lld",
 				    (long long)call->msgs[i].id);
-				log_limited_kv(&sink_sqs_entry_limit,
+				log_limited_kv(&call->t->entry_limit,
 				    LOG_LEVEL_WARN, (const char *[]){
+				    "destination", call->t->dest->name,
 				    "outbox_id", id, NULL }, "SQS entry %s: %s",
 				    call->msgs[i].outcome == SINK_REJECTED ?
 				    "rejected" : "not accepted, will retry",
@@ -83,16 +84,17 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 			}
 		}
 		log_debug("SendMessageBatch: %d of %d sent", sent, call->n);
-		log_limit_end(&sink_sqs_batch_limit, "SendMessageBatch");
+		log_limit_end(&call->t->call_limit, "SendMessageBatch");
 	}
 	call->done(call->msgs, call->n, call->arg);
 	free(call);
 }
 
 static int
-sink_sqs_publish(struct httpc *hc, const struct conf *conf,
+sink_sqs_publish(struct httpc *hc, struct sink_target *t,
     struct outbox_msg *msgs, int n, sink_done_cb *done, void *arg)
 {
+	const struct conf_destination	*d = t->dest;
 	struct sink_sqs_call	*call;
 	char			*body;
 	size_t			 len;
@@ -103,11 +105,12 @@ sink_sqs_publish(struct httpc *hc, const struct conf *conf,
 		    SQS_MAX_BATCH);
 		return (-1);
 	}
-	if (conf->sqs_queue_url == NULL) {
-		log_warnx("sink_sqs_publish: no sqs queue_url configured");
+	if (d->queue_url == NULL) {
+		log_warnx("sink_sqs_publish: destination %s has no queue_url",
+		    d->name);
 		return (-1);
 	}
-	if ((body = sqs_send_batch_body(conf->sqs_queue_url, msgs, n, &len)) ==
+	if ((body = sqs_send_batch_body(d->queue_url, msgs, n, &len)) ==
 	    NULL) {
 		log_warnx("sink_sqs_publish: cannot build the request "
 		    "(%d messages)", n);
@@ -118,13 +121,13 @@ sink_sqs_publish(struct httpc *hc, const struct conf *conf,
 		free(body);
 		return (-1);
 	}
+	call->t = t;
 	call->msgs = msgs;
 	call->n = n;
 	call->done = done;
 	call->arg = arg;
-	timeout = conf->relay.timeout > 0 ? conf->relay.timeout :
-	    SINK_DEFAULT_TIMEOUT;
-	if (aws_call(hc, conf, AWS_SQS, "SendMessageBatch", body, len, timeout,
+	timeout = d->timeout > 0 ? d->timeout : SINK_DEFAULT_TIMEOUT;
+	if (aws_call(hc, t->conf, AWS_SQS, "SendMessageBatch", body, len, timeout,
 	    sink_sqs_reply, call, free) == -1) {
 		free(body);
 		free(call);
@@ -135,10 +138,10 @@ sink_sqs_publish(struct httpc *hc, const struct conf *conf,
 }
 
 static void
-sink_sqs_loggable(const struct conf *conf, const char **text, int *len)
+sink_sqs_loggable(const struct sink_target *t, const char **text, int *len)
 {
-	*text = conf->sqs_queue_url;
-	*len = (int)strlen(conf->sqs_queue_url);
+	*text = t->dest->queue_url;
+	*len = (int)strlen(t->dest->queue_url);
 }
 
 /* One SendMessageBatch a call, up to as many at once as httpc keeps

@@ -98,16 +98,31 @@ sqs_send_batch_body(const char *queue_url, const struct outbox_msg *msgs,
 			goto fail;
 		}
 		free(body);
-		if (m->event_type != NULL && *m->event_type != '\0') {
+		if ((m->event_type != NULL && *m->event_type != '\0') ||
+		    m->nheaders > 0) {
+			int	h;
+
 			if ((attrs = cJSON_AddObjectToObject(e,
-			    "MessageAttributes")) == NULL ||
-			    (attr = cJSON_AddObjectToObject(attrs,
+			    "MessageAttributes")) == NULL)
+				goto fail;
+			if (m->event_type != NULL && *m->event_type != '\0' &&
+			    ((attr = cJSON_AddObjectToObject(attrs,
 			    "EventType")) == NULL ||
 			    cJSON_AddStringToObject(attr, "DataType",
 			    "String") == NULL ||
 			    cJSON_AddStringToObject(attr, "StringValue",
-			    m->event_type) == NULL)
+			    m->event_type) == NULL))
 				goto fail;
+			/* The row's headers, each a String attribute (the
+			 * schema keeps their names to SQS's rules). */
+			for (h = 0; h < m->nheaders; h++)
+				if ((attr = cJSON_AddObjectToObject(attrs,
+				    m->headers[h].name)) == NULL ||
+				    cJSON_AddStringToObject(attr, "DataType",
+				    "String") == NULL ||
+				    cJSON_AddStringToObject(attr, "StringValue",
+				    m->headers[h].value) == NULL)
+					goto fail;
 		}
 		if (fifo) {
 			/*

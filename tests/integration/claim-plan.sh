@@ -29,7 +29,7 @@ check_eq "pending rows before the claim" "$N" \
 read -r claimed visited <<<"$(psql -X -v ON_ERROR_STOP=1 -qAt -F ' ' <<'SQL'
 BEGIN;
 CREATE TEMP TABLE claim_plan_got AS
-	SELECT count(*) AS n FROM outbox_claim(1, 30000, 10);
+	SELECT count(*) AS n FROM outbox_claim(1, 30000, 10, 'default', '{}');
 SELECT n, pg_stat_get_xact_numscans('outbox_key_idx'::regclass)
 	FROM claim_plan_got;
 COMMIT;
@@ -57,7 +57,7 @@ sql "INSERT INTO outbox (event_type, ordering_key, payload)
 read -r claimed seqscans seqrows <<<"$(psql -X -v ON_ERROR_STOP=1 -qAt -F ' ' <<'SQL'
 BEGIN;
 CREATE TEMP TABLE claim_small_got AS
-	SELECT count(*) AS n FROM outbox_claim(2, 30000, 10);
+	SELECT count(*) AS n FROM outbox_claim(2, 30000, 10, 'default', '{}');
 SELECT n, pg_stat_get_xact_numscans('outbox'::regclass),
 	pg_stat_get_xact_tuples_returned('outbox'::regclass)
 	FROM claim_small_got;

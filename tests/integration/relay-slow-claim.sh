@@ -21,13 +21,15 @@ stack_up
 webhook_receiver_start
 webhook_receiver_slow 1700
 # The slow claim: the real one, then a sleep while it still holds the rows.
-sql "ALTER FUNCTION outbox_claim(bigint, bigint, integer) RENAME TO outbox_claim_fast;
-CREATE FUNCTION outbox_claim(p_claim bigint, p_lease_ms bigint, p_limit integer)
+sql "ALTER FUNCTION outbox_claim(bigint, bigint, integer, text, text[]) RENAME TO outbox_claim_fast;
+CREATE FUNCTION outbox_claim(p_claim bigint, p_lease_ms bigint, p_limit integer,
+    p_default text, p_skip text[])
 RETURNS TABLE (id bigint, event_type text, ordering_key text, payload text,
-    attempts integer, created_at timestamptz)
+    attempts integer, created_at timestamptz, destination text, headers text)
 LANGUAGE plpgsql AS \$\$
 BEGIN
-	RETURN QUERY SELECT * FROM outbox_claim_fast(p_claim, p_lease_ms, p_limit);
+	RETURN QUERY SELECT * FROM outbox_claim_fast(p_claim, p_lease_ms, p_limit,
+	    p_default, p_skip);
 	PERFORM pg_sleep(1.5);
 END;
 \$\$" >/dev/null
