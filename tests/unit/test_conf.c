@@ -136,7 +136,47 @@ test_defaults_and_env(void **state)
 	/* no endpoint anywhere: the real AWS endpoint of the region */
 	assert_string_equal(c->aws.dynamodb_endpoint,
 	    "https://dynamodb.ap-south-1.amazonaws.com");
+	assert_string_equal(c->aws.sns_endpoint,
+	    "https://sns.ap-south-1.amazonaws.com");
 	conf_free(c);
+
+	/* SNS: sns.endpoint_url, then aws.endpoint_url, then
+	 * AWS_ENDPOINT_URL_SNS, then AWS_ENDPOINT_URL */
+	setenv("AWS_ENDPOINT_URL_SNS", "http://127.0.0.1:9911/", 1);
+	setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9999", 1);
+	assert_int_equal(conf_load(write_conf(
+	    "database = \"dbname=x\"\n"
+	    "sqs { queue_url = \"https://sqs.ap-south-1.amazonaws.com/1/q\" }\n"),
+	    &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c->aws.sns_endpoint, "http://127.0.0.1:9911");
+	conf_free(c);
+	assert_int_equal(conf_load(write_conf(
+	    "database = \"dbname=x\"\n"
+	    "aws { endpoint_url = \"http://127.0.0.1:4566\" }\n"
+	    "sqs { queue_url = \"https://sqs.ap-south-1.amazonaws.com/1/q\" }\n"),
+	    &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c->aws.sns_endpoint, "http://127.0.0.1:4566");
+	conf_free(c);
+	assert_int_equal(conf_load(write_conf(
+	    "database = \"dbname=x\"\n"
+	    "aws { endpoint_url = \"http://127.0.0.1:4566\" }\n"
+	    "sns { endpoint_url = \"http://127.0.0.1:4575/\" }\n"
+	    "sqs { queue_url = \"https://sqs.ap-south-1.amazonaws.com/1/q\" }\n"),
+	    &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c->aws.sns_endpoint, "http://127.0.0.1:4575");
+	conf_free(c);
+	unsetenv("AWS_ENDPOINT_URL_SNS");
+	assert_int_equal(conf_load(write_conf(
+	    "database = \"dbname=x\"\n"
+	    "sqs { queue_url = \"https://sqs.ap-south-1.amazonaws.com/1/q\" }\n"),
+	    &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c->aws.sns_endpoint, "http://127.0.0.1:9999");
+	conf_free(c);
+	unsetenv("AWS_ENDPOINT_URL");
 
 	/* the file wins over the environment */
 	setenv("AWS_REGION", "us-west-2", 1);
