@@ -34,77 +34,80 @@
  * callback, and sections have no filename of their own. */
 static char		 conf_errbuf[CONF_ERR_MAX];
 static const char	*conf_errpath;
+static const char	*conf_text;		/* the file being parsed */
 static struct conf_secrets conf_secrets;	/* of the file being parsed */
 
-/* The secret span holding line, or NULL. */
-static const struct conf_span *
-conf_span_at(int line)
-{
-	int	i;
-
-	for (i = 0; i < conf_secrets.n; i++)
-		if (line >= conf_secrets.spans[i].first &&
-		    line <= conf_secrets.spans[i].last)
-			return &conf_secrets.spans[i];
-	return NULL;
-}
-
-/*
- * Does msg quote ('...') text that is part of a secret value?  libconfuse
- * names the token it stumbled on, which can be a piece of a bare value
- * even when its line count is off.
- */
-static const struct conf_span *
-conf_span_quoted(const char *msg)
-{
-	const char	*a, *b;
-	size_t		 n;
-	int		 i;
-
-	for (a = strchr(msg, '\''); a != NULL; a = strchr(b + 1, '\'')) {
-		if ((b = strchr(a + 1, '\'')) == NULL)
-			break;
-		if ((n = b - a - 1) >= 3)	/* not "=", "{", "}" */
-			for (i = 0; i < conf_secrets.n; i++)
-				if (memmem(conf_secrets.spans[i].value,
-				    conf_secrets.spans[i].len, a + 1, n) !=
-				    NULL)
-					return &conf_secrets.spans[i];
-	}
-	return NULL;
-}
-
+/* "FILE:LINE: msg" (line 0: "FILE: msg") as the error of the parse,
+ * unless there is one: the first error is the cause. */
 static void
-conf_errfunc(cfg_t *cfg, const char *fmt, va_list ap)
+conf_seterr(int line, const char *msg)
 {
-	const struct conf_span	*sp;
-	char			 msg[CONF_ERR_MAX - 64];
-	int			 line = cfg != NULL ? cfg->line : 0;
-
 	if (conf_errbuf[0] != '\0')
-		return;		/* keep the first error, it is the cause */
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	/* Never a secret in an error: on a line that sets one, or with text
-	 * that could be part of one, say what is wrong without the text. */
-	if ((sp = conf_span_at(line)) != NULL)
-		snprintf(msg, sizeof(msg), "the value of %s is malformed "
-		    "(quote it)", sp->key);
-	else if ((sp = conf_span_quoted(msg)) != NULL ||
-	    conf_secrets.full)
-		snprintf(msg, sizeof(msg), "syntax error (its text is not "
-		    "shown: it may come from the value of %s)",
-		    sp != NULL ? sp->key : "a secret key");
-	/* libconfuse's own text names the option but not what it takes
-	 * (matched in English only: a translated libconfuse gets no hint). */
-	else if (strncmp(msg, "invalid boolean value", 21) == 0)
-		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "%s",
-		    " (expected true or false; also yes/no, on/off)");
+		return;
 	if (line > 0)
 		snprintf(conf_errbuf, sizeof(conf_errbuf), "%s:%d: %s",
 		    conf_errpath, line, msg);
 	else
 		snprintf(conf_errbuf, sizeof(conf_errbuf), "%s: %s",
 		    conf_errpath, msg);
+}
+
+static void
+conf_errfunc(cfg_t *cfg, const char *fmt, va_list ap)
+{
+	const struct conf_span	*sp;
+	char			 msg[CONF_ERR_MAX - 64], name[120];
+	int			 line = cfg != NULL ? cfg->line : 0;
+
+	if (conf_errbuf[0] != '\0')
+		return;		/* keep the first error, it is the cause */
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* Never a secret in an error: on a line that sets one, or with text
+	 * that could be part of one, say what is wrong without the text.
+	 * (A destination's name, which the reworded ones show, is none.) */
+	if (conf_dest_reword(msg, sizeof(msg)))
+		;
+	else if ((sp = conf_span_at(&conf_secrets, line)) != NULL)
+		snprintf(msg, sizeof(msg), "the value of %s is malformed "
+		    "(quote it)", conf_span_name(sp, name, sizeof(name)));
+	else if ((sp = conf_span_quoted(&conf_secrets, msg, '\'', 3)) != NULL ||
+	    conf_secrets.full)
+		snprintf(msg, sizeof(msg), "syntax error (its text is not "
+		    "shown: it may come from the value of %s)", sp != NULL ?
+		    conf_span_name(sp, name, sizeof(name)) : "a secret key");
+	/* libconfuse's own text names the option but not what it takes
+	 * (matched in English only: a translated libconfuse gets no hint). */
+	else if (strncmp(msg, "invalid boolean value", 21) == 0)
+		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "%s",
+		    " (expected true or false; also yes/no, on/off)");
+	conf_seterr(line, msg);
+}
+
+void
+conf_errorf(cfg_t *cfg, int line, const char *fmt, ...)
+{
+	const struct conf_span	*sp;
+	va_list			 ap;
+	char			 msg[CONF_ERR_MAX - 64], name[120];
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* A value shown may be a secret's text that a slip (a quote left
+	 * open) made the value of another key. */
+	if ((sp = conf_span_quoted(&conf_secrets, msg, '"', 8)) != NULL ||
+	    conf_secrets.full)
+		snprintf(msg, sizeof(msg), "a value is malformed (its text is "
+		    "not shown: it may come from the value of %s)", sp != NULL ?
+		    conf_span_name(sp, name, sizeof(name)) : "a secret key");
+	conf_seterr(line > 0 ? line : cfg != NULL ? cfg->line : 0, msg);
+}
+
+int
+conf_section_line(const char *section, const char *title)
+{
+	return conf_text != NULL ? conf_find_section(conf_text, section,
+	    title) : 0;
 }
 
 /* Section name for messages; "" at the top level. */
@@ -284,11 +287,10 @@ conf_v_admin_listen(cfg_t *cfg, cfg_opt_t *opt)
 	return conf_v_listen(cfg, opt);
 }
 
-static int
-conf_v_url(cfg_t *cfg, cfg_opt_t *opt)
+int
+conf_check_url(cfg_t *cfg, cfg_opt_t *opt)
 {
-	const char	*v = cfg_opt_getnstr(opt, 0);
-
+	const char	*v = cfg_opt_getnstr(opt, 0), *t = cfg_title(cfg);
 	size_t		 n;
 
 	if (v != NULL && *v != '\0' && strncmp(v, "http://", 7) != 0 &&
@@ -296,9 +298,10 @@ conf_v_url(cfg_t *cfg, cfg_opt_t *opt)
 		/* Only what comes before "://": the rest may hold
 		 * credentials (user:password@host). */
 		n = strcspn(v, ":/@");
-		cfg_error(cfg, "%s.%s: expected an http:// or https:// URL, "
-		    "not one that starts \"%.*s%s\"", conf_section(cfg),
-		    cfg_opt_name(opt), n > 16 ? 16 : (int)n, v,
+		cfg_error(cfg, "%s%s%s%s%s: expected an http:// or https:// "
+		    "URL, not one that starts \"%.*s%s\"", conf_section(cfg),
+		    t != NULL ? " " : "", t != NULL ? t : "", t != NULL ?
+		    ": " : ".", cfg_opt_name(opt), n > 16 ? 16 : (int)n, v,
 		    v[n] == ':' ? ":" : "");
 		return -1;
 	}
@@ -440,17 +443,18 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "relay|max_message_size", conf_v_msgsize);
 	cfg_set_validate_func(cfg, "relay|retention", conf_v_retention);
 	cfg_set_validate_func(cfg, "relay|unready_after", conf_v_unready);
-	cfg_set_validate_func(cfg, "webhook|url", conf_v_url);
+	cfg_set_validate_func(cfg, "webhook|url", conf_check_url);
 	cfg_set_validate_func(cfg, "webhook|timeout", conf_v_hooktimeout);
 	cfg_set_validate_func(cfg, "consumer|workers", conf_v_workers);
 	cfg_set_validate_func(cfg, "consumer|wait_time", conf_v_wait);
 	cfg_set_validate_func(cfg, "consumer|max_messages", conf_v_maxmsg);
 	cfg_set_validate_func(cfg, "consumer|event_types", conf_v_event_types);
-	cfg_set_validate_func(cfg, "aws|endpoint_url", conf_v_url);
-	cfg_set_validate_func(cfg, "sqs|queue_url", conf_v_url);
-	cfg_set_validate_func(cfg, "sqs|endpoint_url", conf_v_url);
-	cfg_set_validate_func(cfg, "dynamodb|endpoint_url", conf_v_url);
-	cfg_set_validate_func(cfg, "sns|endpoint_url", conf_v_url);
+	cfg_set_validate_func(cfg, "aws|endpoint_url", conf_check_url);
+	cfg_set_validate_func(cfg, "sqs|queue_url", conf_check_url);
+	cfg_set_validate_func(cfg, "sqs|endpoint_url", conf_check_url);
+	cfg_set_validate_func(cfg, "dynamodb|endpoint_url", conf_check_url);
+	cfg_set_validate_func(cfg, "sns|endpoint_url", conf_check_url);
+	conf_dest_validators(cfg);
 }
 
 static char *
@@ -545,8 +549,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	cfg_t		*d = cfg_getsec(cfg, "dynamodb");
 	cfg_t		*w = cfg_getsec(cfg, "webhook");
 	const char	*v;
-	int		 need_aws, need_sqs;
-	long		 sink_timeout;
+	int		 need_aws, i;
 
 	c->database = conf_strdup_or_null(cfg_getstr(cfg, "database"));
 	if (c->database == NULL) {
@@ -600,12 +603,6 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 		    c->relay.backoff_max, c->relay.backoff_base);
 		return -1;
 	}
-	if (c->relay.workers > 0 && c->relay.sink == CONF_SINK_HTTP &&
-	    (c->webhook.url == NULL || c->webhook.secret == NULL)) {
-		snprintf(err, errlen, "%s: relay.sink is \"http\" but "
-		    "webhook.url or webhook.secret is not set", c->path);
-		return -1;
-	}
 	if (c->webhook.secret != NULL) {
 		char	sig[WEBHOOK_SIG_LEN + 1];
 
@@ -617,21 +614,6 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 			    "bytes once decoded)", c->path);
 			return -1;
 		}
-	}
-	/* A publish must end inside its claim's lease, so rows still
-	 * waiting for the sink at lease - timeout are not published
-	 * (relay.c).  Half the lease leaves the claim and that wait as much
-	 * time as the request; with less, a claim slowed by a busy server
-	 * could leave no chunk publishable at all. */
-	sink_timeout = conf_sink_timeout(c);
-	if (c->relay.workers > 0 && c->relay.lease < 2 * sink_timeout) {
-		snprintf(err, errlen, "%s: relay.lease (%ld ms) must be at "
-		    "least twice the sink's timeout (%s = %ld ms): a publish "
-		    "must end within the lease of its claim, with time left "
-		    "for the claim and the wait for the sink", c->path,
-		    c->relay.lease, c->relay.sink == CONF_SINK_HTTP ?
-		    "webhook.timeout" : "relay.timeout", sink_timeout);
-		return -1;
 	}
 
 	c->consumer.workers = cfg_getint(k, "workers");
@@ -659,14 +641,18 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	    "AWS_ENDPOINT_URL_SNS", "sns", c->aws.region);
 	c->sqs_queue_url = conf_strdup_or_null(cfg_getstr(q, "queue_url"));
 	c->dynamodb_table = conf_strdup_or_null(cfg_getstr(d, "table"));
+	if (conf_dest_fill(cfg, c, err, errlen) == -1)
+		return -1;
 
-	/* AWS settings matter only when some worker talks to AWS. */
-	need_sqs = (c->relay.workers > 0 && c->relay.sink == CONF_SINK_SQS) ||
-	    c->consumer.workers > 0;
-	need_aws = need_sqs;
+	/* AWS settings matter only when some worker talks to AWS: the
+	 * consumers, or relays with an SQS or SNS destination. */
+	need_aws = c->consumer.workers > 0;
+	for (i = 0; i < c->n_destinations && c->relay.workers > 0; i++)
+		if (c->destinations[i].sink != CONF_SINK_HTTP)
+			need_aws = 1;
 	v = NULL;
-	if (need_sqs && c->sqs_queue_url == NULL)
-		v = "sqs.queue_url is not set";
+	if (c->consumer.workers > 0 && c->sqs_queue_url == NULL)
+		v = "sqs.queue_url is not set (the consumers read it)";
 	else if (c->consumer.workers > 0 && c->dynamodb_table == NULL)
 		v = "dynamodb.table is not set";
 	else if (need_aws && c->aws.region == NULL)
@@ -681,7 +667,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", c->path, v);
 		return -1;
 	}
-	return conf_dest_fill(cfg, c, err, errlen);
+	return 0;
 }
 
 int
@@ -722,8 +708,10 @@ conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 	conf_set_validators(cfg);
 	conf_errbuf[0] = '\0';
 	conf_errpath = path;
+	conf_text = buf;
 
 	rv = cfg_parse_buf(cfg, buf);
+	conf_text = NULL;
 	if (rv != CFG_SUCCESS) {
 		if ((line = conf_find_open_quote(buf)) > 0)
 			snprintf(err, errlen, "%s:%d: unterminated string "

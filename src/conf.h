@@ -8,7 +8,8 @@
 
 #include <sys/types.h>
 
-#define CONF_SPANS_MAX	32	/* secret assignments noted per file */
+#define CONF_SPANS_MAX	128	/* secret assignments noted per file */
+#define CONF_TITLE_MAX	64	/* characters of a destination's name */
 
 /*
  * Where the file sets a key whose value is a secret: the lines from the
@@ -18,7 +19,10 @@
  * so that a file others can read is known to hold secrets.
  */
 struct conf_span {
-	char		 key[40];	/* "aws.secret_access_key" */
+	char		 key[40];	/* "aws.secret_access_key",
+					   "destination.secret" */
+	char		 title[CONF_TITLE_MAX + 1];	/* of its section
+					   ("hooks"), if it is a name */
 	int		 first, last;	/* lines */
 	const char	*value;		/* into the file's buffer */
 	size_t		 len;
@@ -51,6 +55,20 @@ int		 conf_strip_comments(char *buf);
 /* Note every assignment of a secret key in buf (comments stripped) in
  * *secrets; its spans point into buf. */
 void		 conf_scan_secrets(const char *buf, struct conf_secrets *);
+/* The span of secrets that holds line, or NULL. */
+const struct conf_span *conf_span_at(const struct conf_secrets *, int line);
+/* The span of secrets whose value holds text of at least min bytes that
+ * msg quotes between two q characters, or NULL. */
+const struct conf_span *conf_span_quoted(const struct conf_secrets *,
+		    const char *msg, int q, size_t min);
+/* The name of sp's key for messages ("webhook.secret", "secret in
+ * destination hooks"): sp's own text or buf (len bytes). */
+const char	*conf_span_name(const struct conf_span *sp, char *buf,
+		    size_t len);
+/* The line where "SECTION TITLE {" opens in buf (comments stripped), or
+ * 0. */
+int		 conf_find_section(const char *buf, const char *section,
+		    const char *title);
 /* The line where the first string that spans lines opens, or 0. */
 int		 conf_find_open_quote(const char *buf);
 /* A warning (caller frees) when others may read the file at path (mode)
@@ -75,13 +93,39 @@ char		*conf_endpoint(const char *svc_file, const char *aws_file,
 int		 conf_check_nofile(const struct conf *, char *err,
 		    size_t errlen);
 
-/* conf_dest.c.  The relays' destinations: every destination NAME {}
- * section of cfg (a cfg_t of libconfuse), then the one relay.sink with
- * sqs {} / webhook {} makes ("default") unless a section has that name;
- * and relay.default_destination.  0, or -1 with "FILE: reason" in err. */
+/* conf.c, for conf_dest.c's checks while libconfuse parses. */
 struct cfg_t;
+struct cfg_opt_t;
+/* Report an error of ours (its text is no libconfuse's and shows no
+ * secret) at line (0: the line being parsed) of the file being parsed;
+ * the parse then fails with it unless an error came first. */
+void		 conf_errorf(struct cfg_t *, int line, const char *, ...)
+		    OUTBOXD_PRINTF(3, 4);
+/* The line where "SECTION TITLE {" opens in the file being parsed, or 0. */
+int		 conf_section_line(const char *section, const char *title);
+/* A validate callback: opt's value is "" or an http:// or https:// URL. */
+int		 conf_check_url(struct cfg_t *, struct cfg_opt_t *);
+
+/* conf_dest.c.  Set the validate callbacks of destination NAME {} and of
+ * relay.default_destination on cfg (before the parse). */
+void		 conf_dest_validators(struct cfg_t *cfg);
+/* libconfuse's error msg (len bytes) about destination sections
+ * reworded for operators, in place (messages in English only); 1 if it
+ * was one. */
+int		 conf_dest_reword(char *msg, size_t len);
+/* The relays' destinations from the parsed cfg: every destination NAME
+ * {} section, then the one relay.sink with sqs {} / webhook {} makes
+ * ("default") when it exists (outbox.conf(5), DESTINATIONS);
+ * relay.default_destination; and the rules across them (relay.lease,
+ * a default when POST /orders and relays both run).  0, or -1 with
+ * "FILE: reason" in err. */
 int		 conf_dest_fill(struct cfg_t *cfg, struct conf *c, char *err,
 		    size_t errlen);
+/* The most messages per publish call (*max_batch) and publish calls in
+ * flight (*slots) a destination of sink kind (enum conf_sink) may be set
+ * to: the sinks' own (struct sink), which test_conf.c checks.  0, or -1
+ * for an unknown kind. */
+int		 conf_dest_limits(int kind, int *max_batch, int *slots);
 /* Free the destinations of c. */
 void		 conf_dest_free(struct conf *);
 

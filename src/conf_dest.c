@@ -1,10 +1,15 @@
 /*
- * conf_dest.c - the relays' destinations: destination NAME {} sections,
- * the one that relay.sink with sqs {} / webhook {} makes, the default,
- * and finding a row's destination by name.
+ * conf_dest.c - the relays' destinations: destination NAME {} sections
+ * (checked while libconfuse reads them, so that each error has its
+ * line), the one relay.sink with sqs {} / webhook {} makes, the default,
+ * the rules across them, and finding a row's destination by name.
+ *
+ * The rules are outbox.conf(5)'s DESTINATIONS; a change here is a change
+ * there.
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,39 +17,404 @@
 #include <confuse.h>
 
 #include "outboxd.h"
+#include "broker.h"
 #include "conf.h"
 
 /* The name of the destination relay.sink with sqs {} / webhook {}
  * makes. */
 #define CONF_LEGACY_DESTINATION	"default"
+/* A destination's timeout (ms): the limits of relay.timeout and
+ * webhook.timeout (conf.c). */
+#define CONF_DEST_TIMEOUT_MIN	100
+#define CONF_DEST_TIMEOUT_MAX	(600L * 1000)
+#define CONF_DEST_NAME_RULE	"1 to 64 characters of A-Z, a-z, 0-9, '_', " \
+				    "'.' and '-'"
 
 /*
- * The destination that relay.sink, sqs.queue_url and webhook {} describe
- * (the only one before named destinations), named "default" and made the
- * default, when the relays have what it needs.  Returns 0, or -1 if
- * memory ran out.
+ * What a destination of each sink = takes.  max_batch and slots are the
+ * sinks' own (struct sink in src/sink_*.c; test_conf.c checks that they
+ * agree), written here because the configuration is also read where the
+ * sinks are not linked in (fuzz_conf).
+ */
+static const struct conf_dest_sink {
+	const char	*name;
+	int		 kind;		/* enum conf_sink */
+	int		 max_batch;
+	int		 slots;
+	const char	*keys[2];	/* its own keys, both required */
+} conf_dest_sinks[] = {
+	{ "sqs", CONF_SINK_SQS, 10, 16, { "queue_url", NULL } },
+	{ "sns", CONF_SINK_SNS, 10, 16, { "topic_arn", NULL } },
+	{ "http", CONF_SINK_HTTP, 4, 4, { "url", "secret" } },
+};
+#define CONF_DEST_NSINKS	\
+	(sizeof(conf_dest_sinks) / sizeof(conf_dest_sinks[0]))
+
+static const struct conf_dest_sink *
+conf_dest_sink_named(const char *name)
+{
+	size_t	i;
+
+	for (i = 0; name != NULL && i < CONF_DEST_NSINKS; i++)
+		if (strcmp(conf_dest_sinks[i].name, name) == 0)
+			return &conf_dest_sinks[i];
+	return NULL;
+}
+
+static const struct conf_dest_sink *
+conf_dest_sink_kind(int kind)
+{
+	size_t	i;
+
+	for (i = 0; i < CONF_DEST_NSINKS; i++)
+		if (conf_dest_sinks[i].kind == kind)
+			return &conf_dest_sinks[i];
+	return NULL;
+}
+
+/* The sink whose own key key is (queue_url: sqs), or NULL (a key every
+ * sink takes). */
+static const struct conf_dest_sink *
+conf_dest_owner(const char *key)
+{
+	size_t	i, k;
+
+	for (i = 0; i < CONF_DEST_NSINKS; i++)
+		for (k = 0; k < 2; k++)
+			if (conf_dest_sinks[i].keys[k] != NULL &&
+			    strcmp(conf_dest_sinks[i].keys[k], key) == 0)
+				return &conf_dest_sinks[i];
+	return NULL;
+}
+
+int
+conf_dest_limits(int kind, int *max_batch, int *slots)
+{
+	const struct conf_dest_sink	*s = conf_dest_sink_kind(kind);
+
+	if (s == NULL)
+		return -1;
+	*max_batch = s->max_batch;
+	*slots = s->slots;
+	return 0;
+}
+
+static int
+conf_dest_name_ok(const char *n)
+{
+	size_t	len = strlen(n), i;
+
+	if (len < 1 || len > CONF_TITLE_MAX)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!isalnum((unsigned char)n[i]) && n[i] != '_' &&
+		    n[i] != '.' && n[i] != '-')
+			return 0;
+	return 1;
+}
+
+/* v as a message may show it: printable ASCII but '"' ('?' for the
+ * rest), at most 64 characters ("..." after). */
+static const char *
+conf_dest_shown(const char *v, char *buf, size_t len)
+{
+	size_t	i;
+
+	for (i = 0; v[i] != '\0' && i < 64 && i + 4 < len; i++)
+		buf[i] = v[i] >= ' ' && v[i] <= '~' && v[i] != '"' ? v[i] :
+		    '?';
+	snprintf(buf + i, len - i, "%s", v[i] != '\0' ? "..." : "");
+	return buf;
+}
+
+/* The line where the destination section sec opens (0 if not found: the
+ * line being parsed).  Only for an error: it reads the file. */
+static int
+conf_dest_line(cfg_t *sec)
+{
+	return conf_section_line("destination", cfg_title(sec));
+}
+
+/* -1 after the error if the name of sec (a destination NAME {} being
+ * parsed) breaks the rule; its checks all start with this one, so the
+ * messages they give show a good name. */
+static int
+conf_dest_v_name(cfg_t *sec)
+{
+	const char	*t = cfg_title(sec);
+	char		 shown[80];
+
+	if (t != NULL && conf_dest_name_ok(t))
+		return 0;
+	conf_errorf(sec, conf_dest_line(sec), "destination \"%s\": a "
+	    "destination's name is %s", conf_dest_shown(t != NULL ? t : "",
+	    shown, sizeof(shown)), CONF_DEST_NAME_RULE);
+	return -1;
+}
+
+/* A string key of sec that is set, and not to "" (which is unset). */
+static int
+conf_dest_set(cfg_t *sec, const char *key)
+{
+	const char	*v = cfg_getstr(sec, key);
+
+	return v != NULL && *v != '\0';
+}
+
+/*
+ * 0 if key, as sec sets it, fits sink s: a key of another sink's is not
+ * set, batch_size and concurrency are within s's most.  Else -1 after
+ * the error, at the line being parsed.
  */
 static int
-conf_dest_legacy(struct conf *c, struct conf_destination *d)
+conf_dest_fits(cfg_t *sec, const struct conf_dest_sink *s, const char *key)
 {
-	int	http = c->relay.sink == CONF_SINK_HTTP;
+	const struct conf_dest_sink	*o;
+	long				 v, max;
 
-	if (http ? c->webhook.url == NULL || c->webhook.secret == NULL :
-	    c->sqs_queue_url == NULL)
-		return 0;
-	if ((d->name = strdup(CONF_LEGACY_DESTINATION)) == NULL)
+	if (strcmp(key, "batch_size") == 0 || strcmp(key, "concurrency") ==
+	    0) {
+		max = key[0] == 'b' ? s->max_batch : s->slots;
+		if ((v = cfg_getint(sec, key)) <= max)
+			return 0;
+		conf_errorf(sec, 0, "destination %s: %s = %ld is out of range "
+		    "(1..%ld for sink = \"%s\")", cfg_title(sec), key, v, max,
+		    s->name);
 		return -1;
-	d->sink = c->relay.sink;
-	if (http) {
-		if ((d->url = strdup(c->webhook.url)) == NULL ||
-		    (d->secret = strdup(c->webhook.secret)) == NULL)
-			return -1;
-		d->timeout = c->webhook.timeout;
-	} else {
-		if ((d->queue_url = strdup(c->sqs_queue_url)) == NULL)
-			return -1;
-		d->timeout = c->relay.timeout;
 	}
+	if ((o = conf_dest_owner(key)) == NULL || o == s ||
+	    !conf_dest_set(sec, key))
+		return 0;
+	conf_errorf(sec, 0, "destination %s: %s is a key of sink = \"%s\", "
+	    "not of sink = \"%s\"", cfg_title(sec), key, o->name, s->name);
+	return -1;
+}
+
+/*
+ * arn:PARTITION:sns:REGION:ACCOUNT:NAME, as AWS writes a topic's ARN:
+ * ACCOUNT is 12 digits, NAME 1 to 256 letters, digits, '-' and '_', the
+ * name of a FIFO topic ending in ".fifo" (AWS SNS API: CreateTopic).
+ */
+static int
+conf_dest_arn_ok(const char *v)
+{
+	const char	*p = v;
+	size_t		 n, len;
+
+	if (strncmp(p, "arn:", 4) != 0)
+		return 0;
+	p += 4;
+	if ((n = strspn(p, "abcdefghijklmnopqrstuvwxyz-")) == 0 ||
+	    strncmp(p + n, ":sns:", 5) != 0)
+		return 0;
+	p += n + 5;
+	if ((n = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789-")) == 0 ||
+	    p[n] != ':')
+		return 0;
+	p += n + 1;
+	if ((n = strspn(p, "0123456789")) != 12 || p[n] != ':')
+		return 0;
+	p += n + 1;
+	for (len = 0; p[len] != '\0' && (isalnum((unsigned char)p[len]) ||
+	    p[len] == '-' || p[len] == '_'); len++)
+		;
+	if (len == 0)
+		return 0;
+	if (strcmp(p + len, ".fifo") == 0)
+		len += 5;
+	else if (p[len] != '\0')
+		return 0;
+	return len <= 256;
+}
+
+/* The checks of a key's value that need no sink. */
+static int
+conf_dest_v_value(cfg_t *sec, cfg_opt_t *opt)
+{
+	const char	*key = cfg_opt_name(opt), *v;
+	char		 shown[80], sig[WEBHOOK_SIG_LEN + 1];
+	long		 n;
+	int		 most[2] = { 0, 0 };
+	size_t		 i;
+
+	if (strcmp(key, "queue_url") == 0 || strcmp(key, "url") == 0)
+		return conf_check_url(sec, opt);
+	if (strcmp(key, "topic_arn") == 0) {
+		v = cfg_opt_getnstr(opt, 0);
+		if (v == NULL || *v == '\0' || conf_dest_arn_ok(v))
+			return 0;
+		conf_errorf(sec, 0, "destination %s: topic_arn = \"%s\": "
+		    "expected arn:PARTITION:sns:REGION:ACCOUNT:NAME (ACCOUNT "
+		    "12 digits; NAME 1 to 256 letters, digits, '-' or '_', "
+		    "ending in .fifo for a FIFO topic)", cfg_title(sec),
+		    conf_dest_shown(v, shown, sizeof(shown)));
+		return -1;
+	}
+	if (strcmp(key, "secret") == 0) {
+		/* Catch a bad "whsec_" key now, not at every delivery; the
+		 * message never shows the value. */
+		v = cfg_opt_getnstr(opt, 0);
+		if (v == NULL || *v == '\0' || webhook_sign(v, "0", 0, "", 0,
+		    sig, sizeof(sig)) == 0)
+			return 0;
+		conf_errorf(sec, 0, "destination %s: secret: one that starts "
+		    "whsec_ must be followed by base64 (at most 256 bytes once "
+		    "decoded)", cfg_title(sec));
+		return -1;
+	}
+	n = cfg_opt_getnint(opt, 0);
+	if (strcmp(key, "timeout") == 0) {
+		if (n >= CONF_DEST_TIMEOUT_MIN && n <= CONF_DEST_TIMEOUT_MAX)
+			return 0;
+		conf_errorf(sec, 0, "destination %s: timeout = %ld is out of "
+		    "range (%d..%ld)", cfg_title(sec), n,
+		    CONF_DEST_TIMEOUT_MIN, CONF_DEST_TIMEOUT_MAX);
+		return -1;
+	}
+	/* batch_size, concurrency: 1 to the most of any sink here, to the
+	 * most of this one's when its sink is known (conf_dest_fits). */
+	for (i = 0; i < CONF_DEST_NSINKS; i++) {
+		if (most[0] < conf_dest_sinks[i].max_batch)
+			most[0] = conf_dest_sinks[i].max_batch;
+		if (most[1] < conf_dest_sinks[i].slots)
+			most[1] = conf_dest_sinks[i].slots;
+	}
+	if (n >= 1 && n <= most[key[0] == 'b' ? 0 : 1])
+		return 0;
+	conf_errorf(sec, 0, "destination %s: %s = %ld is out of range (1..%d, "
+	    "or less as its sink allows)", cfg_title(sec), key, n,
+	    most[key[0] == 'b' ? 0 : 1]);
+	return -1;
+}
+
+/* Every key of a destination but sink, as libconfuse reads it. */
+static int
+conf_dest_v_key(cfg_t *sec, cfg_opt_t *opt)
+{
+	const struct conf_dest_sink	*s;
+
+	if (conf_dest_v_name(sec) == -1 || conf_dest_v_value(sec, opt) == -1)
+		return -1;
+	if ((s = conf_dest_sink_named(cfg_getstr(sec, "sink"))) == NULL)
+		return 0;	/* not yet known: sink = checks it */
+	return conf_dest_fits(sec, s, cfg_opt_name(opt));
+}
+
+/* sink =, and the keys set before it. */
+static int
+conf_dest_v_sink(cfg_t *sec, cfg_opt_t *opt)
+{
+	static const char *const	 keys[] = { "queue_url", "topic_arn",
+					    "url", "secret", "batch_size",
+					    "concurrency" };
+	const struct conf_dest_sink	*s;
+	const char			*v = cfg_opt_getnstr(opt, 0);
+	char				 shown[80];
+	size_t				 i;
+
+	if (conf_dest_v_name(sec) == -1)
+		return -1;
+	if ((s = conf_dest_sink_named(v)) == NULL) {
+		conf_errorf(sec, 0, "destination %s: sink = \"%s\": expected "
+		    "\"sqs\", \"sns\" or \"http\"", cfg_title(sec),
+		    conf_dest_shown(v != NULL ? v : "", shown, sizeof(shown)));
+		return -1;
+	}
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (conf_dest_fits(sec, s, keys[i]) == -1)
+			return -1;
+	return 0;
+}
+
+/* A whole destination NAME {} at its "}": a sink, and its keys. */
+static int
+conf_dest_v_section(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const struct conf_dest_sink	*s;
+	cfg_t				*sec;
+	int				 k;
+
+	(void)cfg;
+	if (cfg_opt_size(opt) == 0 ||
+	    (sec = cfg_opt_getnsec(opt, cfg_opt_size(opt) - 1)) == NULL)
+		return 0;
+	if (conf_dest_v_name(sec) == -1)
+		return -1;
+	if ((s = conf_dest_sink_named(cfg_getstr(sec, "sink"))) == NULL) {
+		conf_errorf(sec, conf_dest_line(sec), "destination %s: sink is "
+		    "not set (\"sqs\", \"sns\" or \"http\")", cfg_title(sec));
+		return -1;
+	}
+	for (k = 0; k < 2 && s->keys[k] != NULL; k++)
+		if (!conf_dest_set(sec, s->keys[k])) {
+			conf_errorf(sec, conf_dest_line(sec), "destination %s: "
+			    "sink = \"%s\" needs %s", cfg_title(sec), s->name,
+			    s->keys[k]);
+			return -1;
+		}
+	return 0;
+}
+
+static int
+conf_dest_v_default(cfg_t *cfg, cfg_opt_t *opt)
+{
+	const char	*v = cfg_opt_getnstr(opt, 0);
+	char		 shown[80];
+
+	if (v == NULL || *v == '\0' || conf_dest_name_ok(v))
+		return 0;
+	conf_errorf(cfg, 0, "relay.default_destination = \"%s\": a "
+	    "destination's name is %s", conf_dest_shown(v, shown,
+	    sizeof(shown)), CONF_DEST_NAME_RULE);
+	return -1;
+}
+
+void
+conf_dest_validators(cfg_t *cfg)
+{
+	static const char *const	 keys[] = { "destination|queue_url",
+					    "destination|topic_arn",
+					    "destination|url",
+					    "destination|secret",
+					    "destination|batch_size",
+					    "destination|timeout",
+					    "destination|concurrency" };
+	size_t				 i;
+
+	cfg_set_validate_func(cfg, "destination", conf_dest_v_section);
+	cfg_set_validate_func(cfg, "destination|sink", conf_dest_v_sink);
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		cfg_set_validate_func(cfg, keys[i], conf_dest_v_key);
+	cfg_set_validate_func(cfg, "relay|default_destination",
+	    conf_dest_v_default);
+}
+
+int
+conf_dest_reword(char *msg, size_t len)
+{
+	static const char	 dup[] = "found duplicate title '";
+	char			 t[CONF_TITLE_MAX + 1], shown[80];
+	size_t			 n;
+	int			 first;
+
+	if (strcmp(msg, "missing title for section 'destination'") == 0) {
+		snprintf(msg, len, "a destination section needs a name: "
+		    "destination NAME { ... }");
+		return 1;
+	}
+	if (strncmp(msg, dup, sizeof(dup) - 1) != 0)
+		return 0;
+	n = strcspn(msg + sizeof(dup) - 1, "'");
+	snprintf(t, sizeof(t), "%.*s", (int)(n < sizeof(t) ? n :
+	    sizeof(t) - 1), msg + sizeof(dup) - 1);
+	conf_dest_shown(t, shown, sizeof(shown));
+	if ((first = conf_section_line("destination", t)) > 0)
+		snprintf(msg, len, "destination %s is defined twice (first on "
+		    "line %d): each destination needs a name of its own",
+		    shown, first);
+	else
+		snprintf(msg, len, "destination %s is defined twice: each "
+		    "destination needs a name of its own", shown);
 	return 1;
 }
 
@@ -56,113 +426,190 @@ conf_dest_str(cfg_t *sec, const char *key)
 	return v != NULL && *v != '\0' ? strdup(v) : NULL;
 }
 
-/* One destination NAME {} section into d; 0, or -1 with the reason in
- * err. */
+/* A destination NAME {} section (checked by the parse) into d; 0, or -1
+ * if memory ran out. */
 static int
-conf_dest_section(struct conf *c, cfg_t *sec, struct conf_destination *d,
-    char *err, size_t errlen)
+conf_dest_section(struct conf *c, cfg_t *sec, struct conf_destination *d)
 {
-	const char	*sink = cfg_getstr(sec, "sink"), *need = NULL;
+	const struct conf_dest_sink	*s;
 
-	if ((d->name = strdup(cfg_title(sec))) == NULL)
-		goto nomem;
-	if (sink == NULL) {
-		snprintf(err, errlen, "%s:%d: destination %s: sink is not set "
-		    "(\"sqs\", \"sns\" or \"http\")", c->path, sec->line,
-		    d->name);
+	s = conf_dest_sink_named(cfg_getstr(sec, "sink"));
+	if (s == NULL || (d->name = strdup(cfg_title(sec))) == NULL)
 		return -1;
-	}
-	if (strcmp(sink, "sqs") == 0)
-		d->sink = CONF_SINK_SQS;
-	else if (strcmp(sink, "sns") == 0)
-		d->sink = CONF_SINK_SNS;
-	else if (strcmp(sink, "http") == 0)
-		d->sink = CONF_SINK_HTTP;
-	else {
-		snprintf(err, errlen, "%s:%d: destination %s: sink = \"%s\": "
-		    "expected \"sqs\", \"sns\" or \"http\"", c->path,
-		    sec->line, d->name, sink);
-		return -1;
-	}
+	d->sink = s->kind;
 	d->queue_url = conf_dest_str(sec, "queue_url");
 	d->topic_arn = conf_dest_str(sec, "topic_arn");
 	d->url = conf_dest_str(sec, "url");
 	d->secret = conf_dest_str(sec, "secret");
+	if ((conf_dest_set(sec, "queue_url") && d->queue_url == NULL) ||
+	    (conf_dest_set(sec, "topic_arn") && d->topic_arn == NULL) ||
+	    (conf_dest_set(sec, "url") && d->url == NULL) ||
+	    (conf_dest_set(sec, "secret") && d->secret == NULL))
+		return -1;
+	/* Unset (0): the sink's most, and the timeout of the legacy sink of
+	 * its kind. */
 	d->batch_size = (int)cfg_getint(sec, "batch_size");
+	if (d->batch_size == 0)
+		d->batch_size = s->max_batch;
+	d->concurrency = (int)cfg_getint(sec, "concurrency");
+	if (d->concurrency == 0)
+		d->concurrency = s->slots;
 	d->timeout = cfg_getint(sec, "timeout");
 	if (d->timeout == 0)
-		d->timeout = c->relay.timeout;
-	d->concurrency = (int)cfg_getint(sec, "concurrency");
-	if (d->sink == CONF_SINK_SQS && d->queue_url == NULL)
-		need = "queue_url";
-	else if (d->sink == CONF_SINK_SNS && d->topic_arn == NULL)
-		need = "topic_arn";
-	else if (d->sink == CONF_SINK_HTTP && d->url == NULL)
-		need = "url";
-	else if (d->sink == CONF_SINK_HTTP && d->secret == NULL)
-		need = "secret";
-	if (need != NULL) {
-		snprintf(err, errlen, "%s:%d: destination %s: sink = \"%s\" "
-		    "needs %s", c->path, sec->line, d->name, sink, need);
+		d->timeout = s->kind == CONF_SINK_HTTP ? c->webhook.timeout :
+		    c->relay.timeout;
+	return 0;
+}
+
+/*
+ * The destination that relay.sink, sqs.queue_url and webhook {} describe
+ * (the only one before named destinations), named "default", into d.
+ * Without destination sections (named = 0) it is required when relays
+ * run, as it always was; with them it exists when its settings are
+ * complete, and a webhook {} half set is an error.  Returns 1 if made, 0
+ * if not, -1 with the reason in err.
+ */
+static int
+conf_dest_legacy(struct conf *c, struct conf_destination *d, int named,
+    char *err, size_t errlen)
+{
+	const struct conf_dest_sink	*s = conf_dest_sink_kind(c->relay.sink);
+	int				 http = c->relay.sink == CONF_SINK_HTTP;
+
+	if (!named && c->relay.workers > 0 && (http ? c->webhook.url ==
+	    NULL || c->webhook.secret == NULL : c->sqs_queue_url == NULL)) {
+		snprintf(err, errlen, http ? "%s: relay.sink is \"http\" but "
+		    "webhook.url or webhook.secret is not set" :
+		    "%s: sqs.queue_url is not set", c->path);
 		return -1;
 	}
-	return 0;
+	if (named && http && c->webhook.url != NULL &&
+	    c->webhook.secret == NULL) {
+		snprintf(err, errlen, "%s: webhook.url is set but "
+		    "webhook.secret is not (with relay.sink = \"http\", "
+		    "webhook {} is the destination \"%s\")", c->path,
+		    CONF_LEGACY_DESTINATION);
+		return -1;
+	}
+	if (http ? c->webhook.url == NULL || c->webhook.secret == NULL :
+	    c->sqs_queue_url == NULL)
+		return 0;
+	/* Counted by the caller from here: conf_dest_free() frees it. */
+	if ((d->name = strdup(CONF_LEGACY_DESTINATION)) == NULL)
+		goto nomem;
+	d->sink = c->relay.sink;
+	d->batch_size = s->max_batch;
+	d->concurrency = s->slots;
+	d->timeout = conf_sink_timeout(c);
+	if (http ? (d->url = strdup(c->webhook.url)) == NULL ||
+	    (d->secret = strdup(c->webhook.secret)) == NULL :
+	    (d->queue_url = strdup(c->sqs_queue_url)) == NULL)
+		goto nomem;
+	return 1;
 nomem:
 	snprintf(err, errlen, "%s: out of memory", c->path);
 	return -1;
 }
 
-int
-conf_dest_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
+/*
+ * A publish must end inside its claim's lease, so rows still waiting for
+ * the sink at lease - timeout are not published (relay.c).  Half the
+ * lease leaves the claim and that wait as much time as the request; with
+ * less, a claim slowed by a busy server could leave no chunk publishable
+ * at all.  legacy: the index of the destination relay.sink makes, or -1.
+ */
+static int
+conf_dest_lease(cfg_t *cfg, const struct conf *c, int legacy, char *err,
+    size_t errlen)
 {
-	cfg_t		*sec;
-	const char	*def;
-	unsigned	 n = cfg_size(cfg, "destination"), i;
-	int		 rv, legacy = 1;
+	const struct conf_destination	*d;
+	int				 i;
 
-	c->default_destination = -1;
-	if ((c->destinations = calloc(n + 1, sizeof(*c->destinations))) ==
-	    NULL) {
-		snprintf(err, errlen, "%s: out of memory", c->path);
-		return -1;
-	}
-	for (i = 0; i < n; i++) {
-		sec = cfg_getnsec(cfg, "destination", i);
-		c->n_destinations++;
-		if (conf_dest_section(c, sec, &c->destinations[i], err,
-		    errlen) == -1)
-			return -1;
-		if (strcmp(c->destinations[i].name,
-		    CONF_LEGACY_DESTINATION) == 0)
-			legacy = 0;
-	}
-	if (legacy) {
-		c->n_destinations++;
-		if ((rv = conf_dest_legacy(c, &c->destinations[n])) == -1) {
-			snprintf(err, errlen, "%s: out of memory", c->path);
-			return -1;
-		}
-		if (rv == 0)
-			c->n_destinations--;
-	}
-	def = cfg_getstr(cfg_getsec(cfg, "relay"), "default_destination");
-	if (def == NULL || *def == '\0') {
-		const struct conf_destination *d;
-
-		d = conf_destination_find(c, CONF_LEGACY_DESTINATION);
-		c->default_destination = d != NULL ?
-		    (int)(d - c->destinations) : -1;
-		return 0;
-	}
-	for (i = 0; i < (unsigned)c->n_destinations; i++)
-		if (strcmp(c->destinations[i].name, def) == 0)
-			c->default_destination = (int)i;
-	if (c->default_destination == -1) {
-		snprintf(err, errlen, "%s: relay.default_destination = \"%s\": "
-		    "no destination of that name", c->path, def);
+	for (i = 0; c->relay.workers > 0 && i < c->n_destinations; i++) {
+		d = &c->destinations[i];
+		if (c->relay.lease >= 2 * d->timeout)
+			continue;
+		if (i == legacy)
+			snprintf(err, errlen, "%s: relay.lease (%ld ms) must be "
+			    "at least twice the sink's timeout (%s = %ld ms): a "
+			    "publish must end within the lease of its claim, "
+			    "with time left for the claim and the wait for the "
+			    "sink", c->path, c->relay.lease, c->relay.sink ==
+			    CONF_SINK_HTTP ? "webhook.timeout" :
+			    "relay.timeout", d->timeout);
+		else
+			snprintf(err, errlen, "%s: relay.lease (%ld ms) must be "
+			    "at least twice the timeout of destination %s (%ld "
+			    "ms%s): a publish must end within the lease of its "
+			    "claim, with time left for the claim and the wait "
+			    "for the sink", c->path, c->relay.lease, d->name,
+			    d->timeout, cfg_getint(cfg_getnsec(cfg,
+			    "destination", i), "timeout") != 0 ? "" :
+			    d->sink == CONF_SINK_HTTP ? ", webhook.timeout's" :
+			    ", relay.timeout's");
 		return -1;
 	}
 	return 0;
+}
+
+int
+conf_dest_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
+{
+	const struct conf_destination	*d;
+	const char			*def;
+	unsigned			 n = cfg_size(cfg, "destination"), i;
+	int				 rv, legacy = -1;
+
+	c->default_destination = -1;
+	if ((c->destinations = calloc(n + 1, sizeof(*c->destinations))) ==
+	    NULL)
+		goto nomem;
+	for (i = 0; i < n; i++) {
+		c->n_destinations++;
+		if (conf_dest_section(c, cfg_getnsec(cfg, "destination", i),
+		    &c->destinations[i]) == -1)
+			goto nomem;
+	}
+	/* A section of its name takes its place. */
+	if (conf_destination_find(c, CONF_LEGACY_DESTINATION) == NULL) {
+		legacy = c->n_destinations++;
+		if ((rv = conf_dest_legacy(c, &c->destinations[n], n > 0, err,
+		    errlen)) == -1)
+			return -1;
+		if (rv == 0) {
+			legacy = -1;
+			c->n_destinations--;
+		}
+	}
+
+	def = cfg_getstr(cfg_getsec(cfg, "relay"), "default_destination");
+	if (def != NULL && *def != '\0') {
+		if ((d = conf_destination_find(c, def)) == NULL) {
+			snprintf(err, errlen, "%s: relay.default_destination = "
+			    "\"%s\": no destination of that name (a destination "
+			    "%s {} section, or \"%s\" when relay.sink with sqs "
+			    "{} or webhook {} makes it)", c->path, def, def,
+			    CONF_LEGACY_DESTINATION);
+			return -1;
+		}
+	} else
+		d = conf_destination_find(c, CONF_LEGACY_DESTINATION);
+	c->default_destination = d != NULL ? (int)(d - c->destinations) : -1;
+	/* POST /orders writes rows whose destination is NULL. */
+	if (d == NULL && c->http.workers > 0 && c->relay.workers > 0) {
+		snprintf(err, errlen, "%s: relay.default_destination is not set "
+		    "and no destination is named \"%s\": the rows POST /orders "
+		    "writes (destination NULL) would have none (set "
+		    "relay.default_destination, or the relay.sink with sqs {} "
+		    "or webhook {} that makes \"%s\")", c->path,
+		    CONF_LEGACY_DESTINATION, CONF_LEGACY_DESTINATION);
+		return -1;
+	}
+	return conf_dest_lease(cfg, c, legacy, err, errlen);
+
+nomem:
+	snprintf(err, errlen, "%s: out of memory", c->path);
+	return -1;
 }
 
 const struct conf_destination *

@@ -209,6 +209,71 @@ conf_is_secret_key(const char *k, size_t n)
 #define CONF_IS_WORD(c)	(isalnum((unsigned char)(c)) || (c) == '_' || \
 			    (c) == '-' || (c) == '.')
 
+/* Is p a title (a bare word or a quoted string) followed by "{"?  Its
+ * text (escapes as written) in *t and *n if so. */
+static int
+conf_title_at(const char *p, const char **t, size_t *n)
+{
+	int	q;
+
+	if (*p == '"' || *p == '\'') {
+		for (q = *p++, *t = p; *p != '\0' && *p != q; p++)
+			if (*p == '\\' && p[1] != '\0')
+				p++;
+		if (*p == '\0')
+			return 0;
+		*n = p++ - *t;
+	} else {
+		for (*t = p; CONF_IS_WORD(*p); p++)
+			;
+		if ((*n = p - *t) == 0)
+			return 0;
+	}
+	for (; isspace((unsigned char)*p); p++)
+		;
+	return *p == '{';
+}
+
+/* Does p start a title followed by "{"?  If so, title gets it when it is
+ * a destination name (else "": one that is not is never shown). */
+static int
+conf_titled(const char *p, char *title)
+{
+	const char	*t;
+	size_t		 n, i;
+
+	if (!conf_title_at(p, &t, &n))
+		return 0;
+	for (i = 0; i < n && CONF_IS_WORD(t[i]); i++)
+		;
+	snprintf(title, CONF_TITLE_MAX + 1, "%.*s", i == n && n <=
+	    CONF_TITLE_MAX ? (int)n : 0, t);
+	return 1;
+}
+
+/* Past the title at p (conf_titled() said there is one) to its "{",
+ * counting newlines into *line. */
+static const char *
+conf_skip_title(const char *p, int *line)
+{
+	int	q;
+
+	if (*p == '"' || *p == '\'') {
+		for (q = *p++; *p != q; p++)
+			if (*p == '\n')
+				(*line)++;
+			else if (*p == '\\' && p[1] != '\0')
+				p++;
+		p++;
+	} else
+		for (; CONF_IS_WORD(*p); p++)
+			;
+	for (; *p != '{'; p++)
+		if (*p == '\n')
+			(*line)++;
+	return p;
+}
+
 /*
  * Find every "KEY = value" of a secret key in buf (comments stripped) and
  * remember it in secrets: a key, "=" or "+=", then a quoted string (to
@@ -221,7 +286,7 @@ conf_scan_secrets(const char *buf, struct conf_secrets *secrets)
 {
 	struct conf_span	*sp;
 	const char		*p = buf, *w, *v;
-	char			 section[32] = "";
+	char			 section[32] = "", title[CONF_TITLE_MAX + 1] = "";
 	size_t			 wn;
 	int			 line = 1, kline, q;
 
@@ -242,7 +307,7 @@ conf_scan_secrets(const char *buf, struct conf_secrets *secrets)
 			if (*p != '\0')
 				p++;
 		} else if (*p == '}') {
-			section[0] = '\0';
+			section[0] = title[0] = '\0';
 			p++;
 		} else if (!CONF_IS_WORD(*p)) {
 			p++;
@@ -254,10 +319,14 @@ conf_scan_secrets(const char *buf, struct conf_secrets *secrets)
 			for (; isspace((unsigned char)*p); p++)
 				if (*p == '\n')
 					line++;
-			if (*p == '{') {
+			if (*p == '{' || conf_titled(p, title)) {
 				snprintf(section, sizeof(section), "%.*s",
 				    (int)(wn < sizeof(section) ? wn :
 				    sizeof(section) - 1), w);
+				if (*p != '{')
+					p = conf_skip_title(p, &line);
+				else
+					title[0] = '\0';
 				p++;
 				continue;
 			}
@@ -275,6 +344,7 @@ conf_scan_secrets(const char *buf, struct conf_secrets *secrets)
 			sp = &secrets->spans[secrets->n++];
 			snprintf(sp->key, sizeof(sp->key), "%s%s%.*s",
 			    section, *section ? "." : "", (int)wn, w);
+			snprintf(sp->title, sizeof(sp->title), "%s", title);
 			sp->first = kline;
 			if (*p == '"' || *p == '\'') {
 				sp->quote = *p++;
@@ -300,6 +370,103 @@ conf_scan_secrets(const char *buf, struct conf_secrets *secrets)
 			sp->last = line;
 		}
 	}
+}
+
+/* The secret span of secrets holding line, or NULL. */
+const struct conf_span *
+conf_span_at(const struct conf_secrets *secrets, int line)
+{
+	int	i;
+
+	for (i = 0; i < secrets->n; i++)
+		if (line >= secrets->spans[i].first &&
+		    line <= secrets->spans[i].last)
+			return &secrets->spans[i];
+	return NULL;
+}
+
+/*
+ * Does msg quote (between two q characters) text that is part of a secret
+ * value?  libconfuse names the token it stumbled on, which can be a piece
+ * of a bare value even when its line count is off; a message of ours
+ * shows the value of the key it is about, which a mistake may have made
+ * of a secret's text.  Quoted text shorter than min is not compared (a
+ * "=" libconfuse names, a "sqs" of ours).
+ */
+const struct conf_span *
+conf_span_quoted(const struct conf_secrets *secrets, const char *msg, int q,
+    size_t min)
+{
+	const char	*a, *b;
+	size_t		 n;
+	int		 i;
+
+	for (a = strchr(msg, q); a != NULL; a = strchr(b + 1, q)) {
+		if ((b = strchr(a + 1, q)) == NULL)
+			break;
+		if ((n = b - a - 1) >= min)
+			for (i = 0; i < secrets->n; i++)
+				if (memmem(secrets->spans[i].value,
+				    secrets->spans[i].len, a + 1, n) != NULL)
+					return &secrets->spans[i];
+	}
+	return NULL;
+}
+
+/* What messages call the key of sp: "webhook.secret", or "secret in
+ * destination hooks". */
+const char *
+conf_span_name(const struct conf_span *sp, char *buf, size_t len)
+{
+	const char	*dot = strchr(sp->key, '.');
+
+	if (sp->title[0] == '\0' || dot == NULL)
+		return sp->key;
+	snprintf(buf, len, "%s in %.*s %s", dot + 1, (int)(dot - sp->key),
+	    sp->key, sp->title);
+	return buf;
+}
+
+/*
+ * The line where "SECTION TITLE {" opens in buf (comments stripped), the
+ * title bare or quoted; 0 if it is not found.  For the messages about a
+ * titled section as a whole, which libconfuse gives only the line of its
+ * end.
+ */
+int
+conf_find_section(const char *buf, const char *section, const char *title)
+{
+	const char	*p = buf, *w, *t;
+	size_t		 n = strlen(section), tn;
+	int		 line = 1, q;
+
+	while (*p != '\0') {
+		if (*p == '\n') {
+			line++;
+			p++;
+		} else if (*p == '"' || *p == '\'') {
+			for (q = *p++; *p != '\0' && *p != q; p++)
+				if (*p == '\n')
+					line++;
+				else if (*p == '\\' && p[1] != '\0')
+					p++;
+			if (*p != '\0')
+				p++;
+		} else if (!CONF_IS_WORD(*p)) {
+			p++;
+		} else {
+			for (w = p; CONF_IS_WORD(*p); p++)
+				;
+			if ((size_t)(p - w) != n || strncmp(w, section, n) != 0)
+				continue;
+			for (; *p == ' ' || *p == '\t'; p++)
+				;
+			if (conf_title_at(p, &t, &tn) && tn == strlen(title) &&
+			    strncmp(t, title, tn) == 0)
+				return line;
+		}
+	}
+	return 0;
 }
 
 /*
@@ -374,6 +541,21 @@ conf_span_is_literal(const struct conf_span *sp)
 	    memchr(sp->value, '}', sp->len) == sp->value + sp->len - 1);
 }
 
+/* Add item to the ", "-separated list of len bytes; one that has no
+ * room for it ends ", ..." and takes no more. */
+static void
+conf_list_add(char *list, size_t len, const char *item)
+{
+	size_t	n = strlen(list);
+
+	if (n >= 3 && strcmp(list + n - 3, "...") == 0)
+		return;
+	if (n + 2 + strlen(item) + 6 > len)
+		snprintf(list + n, len - n, "%s...", n ? ", " : "");
+	else
+		snprintf(list + n, len - n, "%s%s", n ? ", " : "", item);
+}
+
 /*
  * A file that every user may read and that holds a secret (the scan of
  * secrets) gets a warning, as ssh and PgBouncer give: one line, naming
@@ -388,7 +570,7 @@ conf_mode_warning(const char *path, mode_t mode,
 		"admin.token"
 	};
 	const struct conf_span		*sp;
-	char				 list[160] = "", *w;
+	char				 list[400] = "", name[120], *w;
 	int				 i, found[5] = { 0 };
 	size_t				 k;
 
@@ -409,11 +591,15 @@ conf_mode_warning(const char *path, mode_t mode,
 	}
 	for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
 		if (found[k])
-			snprintf(list + strlen(list), sizeof(list) -
-			    strlen(list), "%s%s", *list ? ", " : "", keys[k]);
+			conf_list_add(list, sizeof(list), keys[k]);
+	/* A destination's secret, by its destination's name. */
+	for (i = 0; i < secrets->n; i++)
+		if (strcmp(secrets->spans[i].key, "destination.secret") == 0 &&
+		    conf_span_is_literal(&secrets->spans[i]))
+			conf_list_add(list, sizeof(list), conf_span_name(
+			    &secrets->spans[i], name, sizeof(name)));
 	if (found[4])
-		snprintf(list + strlen(list), sizeof(list) - strlen(list),
-		    "%s%s", *list ? ", " : "", "a password in database");
+		conf_list_add(list, sizeof(list), "a password in database");
 	if (*list == '\0')
 		return NULL;
 	if (asprintf(&w, "%s: mode %04o lets every user read this file, and "

@@ -124,7 +124,9 @@ END { flush() }' "$man5" | sort >"$tmp/man.tsv"
 cut -f1 "$tmp/man.tsv" >"$tmp/man"
 
 # Keys of a configuration file (or text in that syntax): "key = ..." lines,
-# also commented out ("#key = ..."), inside "name {" ... "}" blocks.
+# also commented out ("#key = ..."), inside "name {" or "name TITLE {"
+# ... "}" blocks, which may be commented out whole ("#destination x {",
+# "#	sink = ...", "#}").  A list value ("= {"a", "b"}") is one value.
 conf_keys() {
 	awk '
 	{
@@ -135,6 +137,11 @@ conf_keys() {
 			if (line ~ /^[A-Za-z0-9_]+[ \t]*=/) {
 				sub(/[ \t]*=.*/, "", line)
 				print prefix() line
+			} else if (line ~ /^[A-Za-z0-9_]+([ \t]+("[^"]*"|[A-Za-z0-9_.-]+))?[ \t]*\{[ \t]*$/) {
+				sub(/[ \t{].*/, "", line)
+				stack[++sp] = line
+			} else if (line ~ /^\}[ \t]*$/ && sp > 0) {
+				sp--
 			}
 			next
 		}
@@ -143,15 +150,18 @@ conf_keys() {
 		sub(/[ \t]*(#|\/\/).*/, "", line)
 		while (line != "") {
 			sub(/^[ \t]+/, "", line)
-			if (line ~ /^[A-Za-z0-9_]+[ \t]*\{/) {
-				name = line; sub(/[ \t]*\{.*/, "", name)
+			if (line ~ /^[A-Za-z0-9_]+([ \t]+(""|[A-Za-z0-9_.-]+))?[ \t]*\{/) {
+				name = line; sub(/[ \t{].*/, "", name)
 				stack[++sp] = name
 				sub(/^[^{]*\{/, "", line)
 			} else if (line ~ /^[A-Za-z0-9_]+[ \t]*=/) {
 				name = line; sub(/[ \t]*=.*/, "", name)
 				print prefix() name
 				sub(/^[^=]*=[ \t]*/, "", line)
-				sub(/^("[^"]*"|[^ \t}]*)/, "", line)
+				if (line ~ /^\{/)
+					sub(/^\{[^}]*\}?/, "", line)
+				else
+					sub(/^("[^"]*"|[^ \t}]*)/, "", line)
 			} else if (line ~ /^\}/) {
 				sp--; line = substr(line, 2)
 			} else {

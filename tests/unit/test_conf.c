@@ -15,6 +15,8 @@
 #include <cmocka.h>
 
 #include "outboxd.h"
+#include "broker.h"
+#include "conf.h"
 
 static char	tmpl[] = "/tmp/outboxd-conf-XXXXXX";
 static char	path[64];
@@ -44,6 +46,7 @@ clear_env(void)
 	unsetenv("AWS_ENDPOINT_URL");
 	unsetenv("AWS_ENDPOINT_URL_SQS");
 	unsetenv("AWS_ENDPOINT_URL_DYNAMODB");
+	unsetenv("AWS_ENDPOINT_URL_SNS");
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 	unsetenv("AWS_SESSION_TOKEN");
@@ -133,7 +136,47 @@ test_defaults_and_env(void **state)
 	/* no endpoint anywhere: the real AWS endpoint of the region */
 	assert_string_equal(c->aws.dynamodb_endpoint,
 	    "https://dynamodb.ap-south-1.amazonaws.com");
+	assert_string_equal(c->aws.sns_endpoint,
+	    "https://sns.ap-south-1.amazonaws.com");
 	conf_free(c);
+
+	/* SNS: sns.endpoint_url, then aws.endpoint_url, then
+	 * AWS_ENDPOINT_URL_SNS, then AWS_ENDPOINT_URL */
+	setenv("AWS_ENDPOINT_URL_SNS", "http://127.0.0.1:9911/", 1);
+	setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9999", 1);
+	assert_int_equal(conf_load(write_conf(
+	    "database = \"dbname=x\"\n"
+	    "sqs { queue_url = \"https://sqs.ap-south-1.amazonaws.com/1/q\" }\n"),
+	    &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c->aws.sns_endpoint, "http://127.0.0.1:9911");
+	conf_free(c);
+	assert_int_equal(conf_load(write_conf(
+	    "database = \"dbname=x\"\n"
+	    "aws { endpoint_url = \"http://127.0.0.1:4566\" }\n"
+	    "sqs { queue_url = \"https://sqs.ap-south-1.amazonaws.com/1/q\" }\n"),
+	    &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c->aws.sns_endpoint, "http://127.0.0.1:4566");
+	conf_free(c);
+	assert_int_equal(conf_load(write_conf(
+	    "database = \"dbname=x\"\n"
+	    "aws { endpoint_url = \"http://127.0.0.1:4566\" }\n"
+	    "sns { endpoint_url = \"http://127.0.0.1:4575/\" }\n"
+	    "sqs { queue_url = \"https://sqs.ap-south-1.amazonaws.com/1/q\" }\n"),
+	    &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c->aws.sns_endpoint, "http://127.0.0.1:4575");
+	conf_free(c);
+	unsetenv("AWS_ENDPOINT_URL_SNS");
+	assert_int_equal(conf_load(write_conf(
+	    "database = \"dbname=x\"\n"
+	    "sqs { queue_url = \"https://sqs.ap-south-1.amazonaws.com/1/q\" }\n"),
+	    &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_string_equal(c->aws.sns_endpoint, "http://127.0.0.1:9999");
+	conf_free(c);
+	unsetenv("AWS_ENDPOINT_URL");
 
 	/* the file wins over the environment */
 	setenv("AWS_REGION", "us-west-2", 1);
@@ -501,6 +544,340 @@ test_mode_warning(void **state)
 	    "# admin { token = \"SeCrEt0123456789abcdef\" }\n", 0644, NULL);
 }
 
+/* ---- destination NAME { } (outbox.conf(5), DESTINATIONS) ---------------- */
+
+#define DAWS								\
+    "database = \"x\"\n"						\
+    "aws { region = \"us-east-1\" access_key_id = \"a\" "		\
+    "secret_access_key = \"s\" }\n"					\
+    "consumer { workers = 0 }\n"
+#define DSQS(name)							\
+    "destination " name " {\n"						\
+    "	sink = \"sqs\"\n"						\
+    "	queue_url = \"http://127.0.0.1:1/000000000000/q\"\n"		\
+    "}\n"
+#define WHSEC	"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+static const struct conf_destination *
+dest(const struct conf *c, const char *name)
+{
+	const struct conf_destination	*d = conf_destination_find(c, name);
+
+	if (d == NULL)
+		fail_msg("no destination \"%s\"", name ? name : "(default)");
+	return d;
+}
+
+static struct conf *
+load_ok(const char *text)
+{
+	struct conf	*c = NULL;
+	char		 err[512];
+
+	clear_env();
+	if (conf_load(write_conf(text), &c, err, sizeof(err)) != 0)
+		fail_msg("conf_load: %s", err);
+	unlink(path);
+	return c;
+}
+
+/* Named only, every sink: what is unset gets the sink's own values. */
+static void
+test_dest_named(void **state)
+{
+	const struct conf_destination	*d;
+	struct conf			*c;
+
+	(void)state;
+	c = load_ok(DAWS
+	    "relay { default_destination = \"orders\" timeout = 4000 }\n"
+	    "webhook { timeout = 3000 }\n"
+	    DSQS("orders")
+	    "destination \"fan.out-1\" {\n"
+	    "	sink = \"sns\"\n"
+	    "	topic_arn = \"arn:aws:sns:eu-west-1:123456789012:t.fifo\"\n"
+	    "	batch_size = 5\n"
+	    "}\n"
+	    "destination hooks {\n"
+	    "	sink = \"http\"\n"
+	    "	url = \"http://127.0.0.1:2/h\"\n"
+	    "	secret = \"" WHSEC "\"\n"
+	    "	concurrency = 2\n"
+	    "}\n"
+	    "destination slow { sink = \"http\" url = \"https://h/\" "
+	    "secret = \"raw\" timeout = 9000 batch_size = 1 }\n");
+	/* no sqs.queue_url: relay.sink's destination does not exist */
+	assert_int_equal(c->n_destinations, 4);
+	assert_null(conf_destination_find(c, "default"));
+	assert_string_equal(dest(c, NULL)->name, "orders");
+	d = dest(c, "orders");
+	assert_int_equal(d->sink, CONF_SINK_SQS);
+	assert_int_equal(d->batch_size, 10);
+	assert_int_equal(d->concurrency, 16);
+	assert_int_equal(d->timeout, 4000);	/* relay.timeout */
+	d = dest(c, "fan.out-1");
+	assert_int_equal(d->sink, CONF_SINK_SNS);
+	assert_string_equal(d->topic_arn,
+	    "arn:aws:sns:eu-west-1:123456789012:t.fifo");
+	assert_int_equal(d->batch_size, 5);
+	assert_int_equal(d->timeout, 4000);
+	d = dest(c, "hooks");
+	assert_int_equal(d->sink, CONF_SINK_HTTP);
+	assert_string_equal(d->secret, WHSEC);
+	assert_int_equal(d->batch_size, 4);
+	assert_int_equal(d->concurrency, 2);
+	assert_int_equal(d->timeout, 3000);	/* webhook.timeout */
+	d = dest(c, "slow");
+	assert_int_equal(d->timeout, 9000);
+	assert_int_equal(d->batch_size, 1);
+	conf_free(c);
+}
+
+/* The legacy configuration beside named destinations; and alone. */
+static void
+test_dest_legacy(void **state)
+{
+	const struct conf_destination	*d;
+	struct conf			*c;
+
+	(void)state;
+	/* sqs.queue_url with relay.sink = "sqs": "default", the default */
+	c = load_ok(DAWS "sqs { queue_url = \"http://127.0.0.1:1/0/legacy\" }\n"
+	    DSQS("orders"));
+	assert_int_equal(c->n_destinations, 2);
+	d = dest(c, NULL);
+	assert_string_equal(d->name, "default");
+	assert_string_equal(d->queue_url, "http://127.0.0.1:1/0/legacy");
+	assert_int_equal(d->batch_size, 10);
+	conf_free(c);
+	/* relay.default_destination may name another one */
+	c = load_ok(DAWS "sqs { queue_url = \"http://127.0.0.1:1/0/legacy\" }\n"
+	    "relay { default_destination = \"orders\" }\n" DSQS("orders"));
+	assert_string_equal(dest(c, NULL)->name, "orders");
+	assert_non_null(conf_destination_find(c, "default"));
+	conf_free(c);
+	/* a section named "default" takes the legacy one's place */
+	c = load_ok(DAWS "sqs { queue_url = \"http://127.0.0.1:1/0/legacy\" }\n"
+	    DSQS("default"));
+	assert_int_equal(c->n_destinations, 1);
+	assert_string_equal(dest(c, NULL)->queue_url,
+	    "http://127.0.0.1:1/000000000000/q");
+	conf_free(c);
+	/* relay.sink = "http": webhook {} is "default" */
+	c = load_ok(DAWS "relay { sink = \"http\" }\n"
+	    "webhook { url = \"http://h/\" secret = \"s\" timeout = 2500 }\n"
+	    DSQS("orders"));
+	d = dest(c, NULL);
+	assert_string_equal(d->name, "default");
+	assert_int_equal(d->sink, CONF_SINK_HTTP);
+	assert_int_equal(d->timeout, 2500);
+	assert_int_equal(d->batch_size, 4);
+	conf_free(c);
+	/* without sections, as always: one destination, the default */
+	c = load_ok(DAWS "sqs { queue_url = \"http://127.0.0.1:1/0/legacy\" }\n");
+	assert_int_equal(c->n_destinations, 1);
+	assert_string_equal(dest(c, NULL)->name, "default");
+	conf_free(c);
+	/* an HTTP sink needs no AWS; relay.sink with no queue makes none */
+	c = load_ok("database = \"x\"\nconsumer { workers = 0 }\n"
+	    "relay { default_destination = \"h\" }\n"
+	    "destination h { sink = \"http\" url = \"http://h/\" secret = "
+	    "\"s\" }\n");
+	assert_int_equal(c->n_destinations, 1);
+	conf_free(c);
+	/* relays off: no default needed */
+	c = load_ok(DAWS "relay { workers = 0 }\n" DSQS("orders"));
+	assert_int_equal(c->default_destination, -1);
+	conf_free(c);
+}
+
+static void
+test_dest_bad(void **state)
+{
+	(void)state;
+	/* lines: DAWS is 3, the section opens on 4 */
+	expect_error(DAWS "destination orders {\n\tsink = \"kafka\"\n}\n", 5,
+	    "destination orders: sink = \"kafka\": expected \"sqs\", \"sns\" "
+	    "or \"http\"");
+	expect_error(DAWS "destination orders {\n\turl = \"http://h/\"\n}\n", 4,
+	    "destination orders: sink is not set");
+	expect_error(DAWS "destination orders {\n\tsink = \"sqs\"\n}\n", 4,
+	    "destination orders: sink = \"sqs\" needs queue_url");
+	expect_error(DAWS "destination t {\n\tsink = \"sns\"\n}\n", 4,
+	    "destination t: sink = \"sns\" needs topic_arn");
+	expect_error(DAWS "destination h {\n\tsink = \"http\"\n"
+	    "\tsecret = \"s\"\n}\n", 4, "destination h: sink = \"http\" needs url");
+	expect_error(DAWS "destination h {\n\tsink = \"http\"\n"
+	    "\turl = \"http://h/\"\n\tsecret = \"\"\n}\n", 4,
+	    "destination h: sink = \"http\" needs secret");
+	/* a key of another sink, after sink = and before it */
+	expect_error(DAWS "destination orders {\n\tsink = \"sqs\"\n"
+	    "\tqueue_url = \"http://h/0/q\"\n"
+	    "\ttopic_arn = \"arn:aws:sns:us-east-1:123456789012:t\"\n}\n", 7,
+	    "destination orders: topic_arn is a key of sink = \"sns\", not of "
+	    "sink = \"sqs\"");
+	expect_error(DAWS "destination t {\n\tsecret = \"s\"\n"
+	    "\tsink = \"sns\"\n}\n", 6,
+	    "destination t: secret is a key of sink = \"http\", not of sink = "
+	    "\"sns\"");
+	expect_error(DAWS "destination h {\n\tsink = \"http\"\n"
+	    "\tqueue_url = \"http://h/0/q\"\n}\n", 6,
+	    "destination h: queue_url is a key of sink = \"sqs\"");
+	/* limits */
+	expect_error(DAWS "destination h {\n\tsink = \"http\"\n"
+	    "\tbatch_size = 5\n}\n", 6,
+	    "destination h: batch_size = 5 is out of range (1..4 for sink = "
+	    "\"http\")");
+	expect_error(DAWS "destination h {\n\tconcurrency = 5\n"
+	    "\tsink = \"http\"\n}\n", 6,
+	    "destination h: concurrency = 5 is out of range (1..4 for sink = "
+	    "\"http\")");
+	expect_error(DAWS "destination q {\n\tsink = \"sqs\"\n"
+	    "\tbatch_size = 11\n}\n", 6, "batch_size = 11 is out of range");
+	expect_error(DAWS "destination q {\n\tbatch_size = 0\n}\n", 5,
+	    "destination q: batch_size = 0 is out of range (1..10");
+	expect_error(DAWS "destination q {\n\tsink = \"sqs\"\n"
+	    "\tconcurrency = 17\n}\n", 6, "concurrency = 17 is out of range "
+	    "(1..16");
+	expect_error(DAWS "destination q {\n\ttimeout = 99\n}\n", 5,
+	    "destination q: timeout = 99 is out of range (100..600000)");
+	expect_error(DAWS "destination q {\n\ttimeout = 600001\n}\n", 5,
+	    "timeout = 600001 is out of range");
+	/* values */
+	expect_error(DAWS "destination q {\n\tsink = \"sqs\"\n"
+	    "\tqueue_url = \"ftp://user:LEAK@h/q\"\n}\n", 6,
+	    "destination q: queue_url: expected an http:// or https:// URL");
+	expect_error(DAWS "destination h {\n\turl = \"h/x\"\n}\n", 5,
+	    "destination h: url: expected an http:// or https:// URL");
+	expect_error(DAWS "destination t {\n\ttopic_arn = "
+	    "\"arn:aws:sqs:us-east-1:123456789012:t\"\n}\n", 5,
+	    "destination t: topic_arn = \"arn:aws:sqs:us-east-1:123456789012:t"
+	    "\": expected arn:PARTITION:sns:REGION:ACCOUNT:NAME");
+	expect_error(DAWS "destination t {\n\ttopic_arn = "
+	    "\"arn:aws:sns:us-east-1:12345:t\"\n}\n", 5, "topic_arn");
+	expect_error(DAWS "destination t {\n\ttopic_arn = "
+	    "\"arn:aws:sns:us-east-1:123456789012:a.b\"\n}\n", 5, "topic_arn");
+	expect_error(DAWS "destination t {\n\ttopic_arn = "
+	    "\"arn:aws:sns:us-east-1:123456789012:\"\n}\n", 5, "topic_arn");
+	expect_error(DAWS "destination h {\n\tsecret = \"whsec_%%%\"\n}\n", 5,
+	    "destination h: secret: one that starts whsec_ must be followed "
+	    "by base64");
+	/* names */
+	expect_error(DAWS "destination \"a b\" {\n\tsink = \"sqs\"\n}\n", 4,
+	    "destination \"a b\": a destination's name is 1 to 64 characters "
+	    "of A-Z, a-z, 0-9, '_', '.' and '-'");
+	expect_error(DAWS "destination \"\" {\n\tsink = \"sqs\"\n}\n", 4,
+	    "destination \"\": a destination's name is");
+	expect_error(DAWS "destination "
+	    "a12345678901234567890123456789012345678901234567890123456789012345"
+	    " {\n}\n", 4, "a destination's name is 1 to 64");
+	expect_error(DAWS "destination {\n\tsink = \"sqs\"\n}\n", 4,
+	    "a destination section needs a name: destination NAME { ... }");
+	expect_error(DAWS DSQS("orders") "\n" DSQS("orders"), 9,
+	    "destination orders is defined twice (first on line 4): each "
+	    "destination needs a name of its own");
+	expect_error(DAWS "relay { default_destination = \"a/b\" }\n", 4,
+	    "relay.default_destination = \"a/b\": a destination's name is");
+	/* across sections */
+	expect_error(DAWS "relay { default_destination = \"nope\" }\n"
+	    DSQS("orders"), 0, "relay.default_destination = \"nope\": no "
+	    "destination of that name");
+	expect_error(DAWS DSQS("orders"), 0, "relay.default_destination is not "
+	    "set and no destination is named \"default\"");
+	expect_error(DAWS "relay { lease = 20000 }\n" DSQS("default")
+	    "destination slow { sink = \"http\" url = \"http://h/\" secret = "
+	    "\"s\" timeout = 12000 }\n", 0, "relay.lease (20000 ms) must be at "
+	    "least twice the timeout of destination slow (12000 ms)");
+	expect_error(DAWS "relay { lease = 20000 }\n"
+	    "webhook { timeout = 10001 }\n" DSQS("default")
+	    "destination h { sink = \"http\" url = \"http://h/\" secret = "
+	    "\"s\" }\n", 0, "twice the timeout of destination h (10001 ms, "
+	    "webhook.timeout's)");
+	/* the legacy destination keeps its message */
+	expect_error(DAWS "relay { lease = 20000 timeout = 10001 }\n"
+	    "sqs { queue_url = \"http://q/\" }\n"
+	    "destination h { sink = \"http\" url = \"http://h/\" secret = "
+	    "\"s\" timeout = 100 }\n", 0,
+	    "at least twice the sink's timeout (relay.timeout = 10001 ms)");
+	expect_error(DAWS "relay { sink = \"http\" }\n"
+	    "webhook { url = \"http://h/\" }\n" DSQS("orders"), 0,
+	    "webhook.url is set but webhook.secret is not");
+	/* AWS for an SNS destination */
+	expect_error("database = \"x\"\nconsumer { workers = 0 }\n"
+	    "destination default { sink = \"sns\" topic_arn = "
+	    "\"arn:aws:sns:us-east-1:123456789012:t\" }\n", 0, "aws.region");
+	/* an unknown key */
+	expect_error(DAWS "destination q {\n\tsink = \"sqs\"\n\tqueue = 1\n}\n",
+	    6, "no such option 'queue'");
+}
+
+/* A destination's secret is never shown in an error, and makes a file
+ * others can read worth a warning. */
+static void
+test_dest_secret(void **state)
+{
+	struct conf	*c = NULL;
+	char		 err[512];
+
+	(void)state;
+	expect_no_secret(DAWS "destination hooks {\n\tsink = \"http\"\n"
+	    "\tsecret = whsec_abc SECRETPART\n}\n", 6,
+	    "secret in destination hooks", "SECRETPART");
+	/* a bad line next to it is reported, without the value */
+	clear_env();
+	assert_int_equal(conf_load(write_conf(DAWS "destination hooks {\n"
+	    "\tsink = \"http\"\n\tsecret = \"SeCrEtVaLuE42\"\n"
+	    "\turl = \"ftp://SeCrEtVaLuE42@h/\"\n}\n"), &c, err,
+	    sizeof(err)), -1);
+	unlink(path);
+	assert_null(strstr(err, "SeCrEtVaLuE42"));
+	assert_non_null(strstr(err, ":7: destination hooks: url: expected"));
+	/* a slip that makes its text another key's value is not echoed */
+	assert_int_equal(conf_load(write_conf(DAWS "destination hooks {\n"
+	    "\tsecret = \"SeCrEtVaLuE42\"\n\tsink = \"SeCrEtVaLuE42\"\n}\n"),
+	    &c, err, sizeof(err)), -1);
+	unlink(path);
+	assert_null(strstr(err, "SeCrEtVaLuE42"));
+	assert_non_null(strstr(err, ":6: a value is malformed (its text is "
+	    "not shown: it may come from the value of secret in destination "
+	    "hooks)"));
+	expect_warning(DAWS "destination hooks { sink = \"http\" url = "
+	    "\"http://h/\" secret = \"SeCrEt\" }\n"
+	    "destination \"b.2\" {\n sink = \"http\"\n url = \"http://h/\"\n"
+	    " secret = \"SeCrEt\"\n}\n"
+	    "destination default { sink = \"sqs\" queue_url = \"http://q/\" }\n",
+	    0644, "(aws.secret_access_key, secret in destination hooks, "
+	    "secret in destination b.2)");
+	/* kept in the environment, it is not in the file */
+	setenv("OUTBOXD_TEST_HOOK_SECRET", "from-the-env", 1);
+	expect_warning(DAWS "destination default { sink = \"http\" url = "
+	    "\"http://h/\" secret = \"${OUTBOXD_TEST_HOOK_SECRET}\" }\n",
+	    0644, "(aws.secret_access_key)");
+	unsetenv("OUTBOXD_TEST_HOOK_SECRET");
+}
+
+/* conf_dest.c's limits are the sinks' own. */
+static void
+test_dest_limits(void **state)
+{
+	static const int	kinds[] = { CONF_SINK_SQS, CONF_SINK_SNS,
+				    CONF_SINK_HTTP };
+	size_t			i;
+	int			mb, slots;
+
+	(void)state;
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		assert_int_equal(conf_dest_limits(kinds[i], &mb, &slots), 0);
+		if (mb != sink_of(kinds[i])->max_batch ||
+		    slots != sink_of(kinds[i])->slots)
+			fail_msg("sink %s: conf_dest.c says %d/%d, the sink "
+			    "%d/%d (max_batch/slots)", sink_of(kinds[i])->name,
+			    mb, slots, sink_of(kinds[i])->max_batch,
+			    sink_of(kinds[i])->slots);
+	}
+	assert_int_equal(conf_dest_limits(99, &mb, &slots), -1);
+}
+
 /* Relay and consumer counts of 0 need no AWS settings at all. */
 /* The shortest lease the timeout allows is accepted. */
 static void
@@ -560,6 +937,11 @@ main(void)
 		cmocka_unit_test(test_nul_byte),
 		cmocka_unit_test(test_secret_not_in_errors),
 		cmocka_unit_test(test_mode_warning),
+		cmocka_unit_test(test_dest_named),
+		cmocka_unit_test(test_dest_legacy),
+		cmocka_unit_test(test_dest_bad),
+		cmocka_unit_test(test_dest_secret),
+		cmocka_unit_test(test_dest_limits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
