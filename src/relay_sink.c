@@ -208,7 +208,11 @@ relay_sink_add(struct relay *r, const struct claimed_row *row, int attempts,
 	if (m->event_type == NULL || m->key == NULL || m->payload == NULL)
 		fatal("strndup");
 	/* Retrying cannot help any of these. */
-	if (d->sink == NULL)
+	if (d->sink == NULL && row->destination == NULL)
+		relay_sink_refuse(m, SINK_REASON_REJECTED, "no destination: "
+		    "the row names none and outbox.conf has no default (set "
+		    "relay.default_destination, then redrive the row)");
+	else if (d->sink == NULL)
 		relay_sink_refuse(m, SINK_REASON_REJECTED, "destination "
 		    "\"%s\" is not in outbox.conf (redrive the row once it is)",
 		    row->destination);
