@@ -176,6 +176,11 @@ sleep 1.5
 check_eq "the orders' rows stay pending, unclaimed" 3 \
 	"$(count "event_type = 'order.created' AND status = 'pending' AND claim IS NULL AND first_claimed_at IS NULL")"
 check_eq "no SQS message for them" 9 "$(in_queue)"
+fresh_scrape "$M.p"
+check_eq "outbox rows by destination, the default paused: metrics = database" "$(db_rows)" "$(metric_rows "$M.p")"
+check_eq "  ... the orders' rows (destination NULL) are the default's" 3 \
+	"$(sample "$M.p" 'outboxd_outbox_rows{destination="default",status="pending"}')"
+check_eq "outboxd_destination_paused{default}" 1 "$(sample "$M.p" 'outboxd_destination_paused{destination="default"}')"
 rc=0
 ctl resume default >"$T_DIR/ctl.resume" || rc=$?
 check_eq "outboxctl resume default: exit 0" 0 "$rc"
