@@ -16,6 +16,14 @@
  * with NOTIFY, since no insert does it.  Pause and resume set
  * outbox_control.paused, which outbox_claim() reads on every claim:
  * publishing stops after the batches already claimed.
+ *
+ * Destinations: a row's destination column names one (NULL: the default
+ * destination of the configuration, which the caller passes).  Pausing
+ * one writes outbox_paused_destinations, which outbox_claim() reads on
+ * every claim as it reads the pause switch; a redrive can be limited to
+ * one destination's failed rows.  A name must be one of the
+ * configuration (admin_dest_check()): acting on a name the relays do not
+ * know would only seem to work.
  */
 #include "config.h"
 
@@ -34,6 +42,7 @@
 
 #define ADMIN_TOP_KEYS		10
 #define ADMIN_IDS_SHOWN		1000	/* ids listed in a redrive answer */
+#define ADMIN_OTHER_DESTS	20	/* names not in outbox.conf shown */
 
 static const char admin_sql_counts[] =
 	"SELECT count(*) FILTER (WHERE status = 'pending'), "
@@ -62,18 +71,50 @@ static const char admin_sql_failed[] =
 	"to_json(created_at) #>> '{}' FROM outbox "
 	"WHERE status = 'failed' AND id > $1 ORDER BY id LIMIT $2";
 
+/* $1 and $2 the destination (NULL: any) and the default's name: a row
+ * whose column is NULL is the default's. */
 #define ADMIN_REDRIVE_SET \
 	"UPDATE outbox SET status = 'pending', attempts = 0, " \
-	"available_at = now(), claim = NULL WHERE status = 'failed' "
+	"available_at = now(), claim = NULL WHERE status = 'failed' " \
+	"AND ($1::text IS NULL OR coalesce(destination, $2::text) = $1) "
 static const char admin_sql_redrive_all[] =
 	"WITH r AS (" ADMIN_REDRIVE_SET "RETURNING id) "
 	"SELECT id FROM r ORDER BY id";
 static const char admin_sql_redrive_ids[] =
-	"WITH r AS (" ADMIN_REDRIVE_SET "AND id = ANY ($1::bigint[]) "
+	"WITH r AS (" ADMIN_REDRIVE_SET "AND id = ANY ($3::bigint[]) "
 	"RETURNING id) SELECT id FROM r ORDER BY id";
 static const char admin_sql_redrive_type[] =
-	"WITH r AS (" ADMIN_REDRIVE_SET "AND event_type = $1 RETURNING id) "
+	"WITH r AS (" ADMIN_REDRIVE_SET "AND event_type = $3 RETURNING id) "
 	"SELECT id FROM r ORDER BY id";
+
+/*
+ * Unsent rows and pauses by destination, $1 the default's name: name,
+ * pending, failed, oldest pending age (s) and created_at, paused and
+ * since when.  Busiest first; a NULL name is rows with no destination
+ * when there is no default.
+ */
+static const char admin_sql_dests[] =
+	"SELECT coalesce(r.name, p.destination), coalesce(r.pending, 0), "
+	"coalesce(r.failed, 0), "
+	"extract(epoch FROM clock_timestamp() - r.oldest)::float8, "
+	"to_json(r.oldest) #>> '{}', p.destination IS NOT NULL, "
+	"to_json(p.paused_at) #>> '{}' "
+	"FROM (SELECT coalesce(destination, $1::text) AS name, "
+	"count(*) FILTER (WHERE status = 'pending') AS pending, "
+	"count(*) FILTER (WHERE status = 'failed') AS failed, "
+	"min(created_at) FILTER (WHERE status = 'pending') AS oldest "
+	"FROM outbox WHERE status <> 'sent' GROUP BY 1) r "
+	"FULL JOIN outbox_paused_destinations p ON p.destination = r.name "
+	"ORDER BY coalesce(r.pending, 0) + coalesce(r.failed, 0) DESC, 1 "
+	"LIMIT 10000";
+
+/* Keep the first pause time while paused. */
+static const char admin_sql_dest_pause[] =
+	"INSERT INTO outbox_paused_destinations AS p (destination) "
+	"VALUES ($1) ON CONFLICT (destination) DO UPDATE "
+	"SET paused_at = p.paused_at RETURNING to_json(paused_at) #>> '{}'";
+static const char admin_sql_dest_resume[] =
+	"DELETE FROM outbox_paused_destinations WHERE destination = $1";
 
 /* Keep the first pause time while paused; none while running. */
 static const char admin_sql_pause[] =
@@ -140,8 +181,178 @@ admin_tree_ok(cJSON *root, cJSON **out, char *err, size_t errlen)
 	return 0;
 }
 
+static const char *const admin_sink_names[] = {
+	[CONF_SINK_SQS] = "sqs",
+	[CONF_SINK_HTTP] = "http",
+	[CONF_SINK_SNS] = "sns",
+};
+
+/* The default destination's name, or NULL if there is none. */
+static const char *
+admin_default_name(const struct conf *c)
+{
+	return c->default_destination >= 0 ?
+	    c->destinations[c->default_destination].name : NULL;
+}
+
+/* Destination name (NULL: rows without one, and no default) as row i of
+ * an admin_sql_dests answer says (i -1: none, it has no rows). */
+static cJSON *
+admin_dest_obj(const struct conf *c, const char *name, const PGresult *res,
+    int i)
+{
+	const struct conf_destination	*d;
+	cJSON				*o;
+
+	d = name != NULL ? conf_destination_find(c, name) : NULL;
+	if ((o = cJSON_CreateObject()) == NULL)
+		return NULL;
+	cJSON_AddItemToObject(o, "name", name != NULL ?
+	    cJSON_CreateString(name) : cJSON_CreateNull());
+	cJSON_AddItemToObject(o, "sink", d != NULL ?
+	    cJSON_CreateString(admin_sink_names[d->sink]) :
+	    cJSON_CreateNull());
+	cJSON_AddBoolToObject(o, "default", d != NULL &&
+	    d - c->destinations == c->default_destination);
+	cJSON_AddBoolToObject(o, "configured", d != NULL);
+	cJSON_AddItemToObject(o, "pending", i >= 0 ? admin_num(res, i, 1) :
+	    cJSON_CreateNumber(0));
+	cJSON_AddItemToObject(o, "failed", i >= 0 ? admin_num(res, i, 2) :
+	    cJSON_CreateNumber(0));
+	cJSON_AddItemToObject(o, "oldest_pending_age_seconds",
+	    i >= 0 && !PQgetisnull(res, i, 3) ? admin_num(res, i, 3) :
+	    cJSON_CreateNull());
+	cJSON_AddItemToObject(o, "oldest_pending_created_at", i >= 0 ?
+	    admin_str(res, i, 4) : cJSON_CreateNull());
+	cJSON_AddBoolToObject(o, "paused", i >= 0 &&
+	    strcmp(PQgetvalue(res, i, 5), "t") == 0);
+	cJSON_AddItemToObject(o, "paused_at", i >= 0 ? admin_str(res, i, 6) :
+	    cJSON_CreateNull());
+	return o;
+}
+
+/*
+ * The destinations into arr: each of the configuration in its order, then
+ * up to ADMIN_OTHER_DESTS names that rows or pauses hold and it lacks,
+ * busiest first.  only non-NULL: that configured one alone.
+ */
+static int
+admin_dests_add(PGconn *conn, const struct conf *c, const char *only,
+    cJSON *arr, char *err, size_t errlen)
+{
+	PGresult	*res;
+	const char	*p[1], *name;
+	int		 i, k, n, other = 0;
+
+	p[0] = admin_default_name(c);
+	if ((res = admin_exec(conn, "destinations", admin_sql_dests, 1, p,
+	    PGRES_TUPLES_OK, err, errlen)) == NULL)
+		return -1;
+	n = PQntuples(res);
+	for (k = 0; k < c->n_destinations; k++) {
+		name = c->destinations[k].name;
+		if (only != NULL && strcmp(only, name) != 0)
+			continue;
+		for (i = 0; i < n; i++)
+			if (!PQgetisnull(res, i, 0) &&
+			    strcmp(PQgetvalue(res, i, 0), name) == 0)
+				break;
+		cJSON_AddItemToArray(arr, admin_dest_obj(c, name, res,
+		    i < n ? i : -1));
+	}
+	for (i = 0; only == NULL && i < n && other < ADMIN_OTHER_DESTS; i++) {
+		name = PQgetisnull(res, i, 0) ? NULL : PQgetvalue(res, i, 0);
+		if (name != NULL && conf_destination_find(c, name) != NULL)
+			continue;
+		cJSON_AddItemToArray(arr, admin_dest_obj(c, name, res, i));
+		other++;
+	}
+	PQclear(res);
+	return 0;
+}
+
 int
-admin_status(struct pg_conn *conn, cJSON **out, char *err, size_t errlen)
+admin_destinations(struct pg_conn *conn, const struct conf *c,
+    const char *name, cJSON **out, char *err, size_t errlen)
+{
+	cJSON	*root, *arr;
+
+	*out = NULL;
+	if ((arr = cJSON_CreateArray()) == NULL)
+		return admin_tree_ok(NULL, out, err, errlen);
+	if (admin_dests_add(conn, c, name, arr, err, errlen) == -1) {
+		cJSON_Delete(arr);
+		return -1;
+	}
+	if (name != NULL) {
+		/* One object: the destination's own. */
+		root = cJSON_DetachItemFromArray(arr, 0);
+		cJSON_Delete(arr);
+		return admin_tree_ok(root, out, err, errlen);
+	}
+	if ((root = cJSON_CreateObject()) == NULL) {
+		cJSON_Delete(arr);
+		return admin_tree_ok(NULL, out, err, errlen);
+	}
+	cJSON_AddItemToObject(root, "destinations", arr);
+	return admin_tree_ok(root, out, err, errlen);
+}
+
+int
+admin_dest_check(const struct conf *c, const char *name, char *err,
+    size_t errlen)
+{
+	size_t	i, len = name != NULL ? strlen(name) : 0;
+
+	if (len == 0 || len >= ADMIN_DEST_NAME_MAX ||
+	    !order_utf8_valid((const unsigned char *)name, len)) {
+		snprintf(err, errlen, "a destination name is 1 to %d bytes of "
+		    "UTF-8", ADMIN_DEST_NAME_MAX - 1);
+		return -1;
+	}
+	for (i = 0; i < len; i++)
+		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) {
+			snprintf(err, errlen, "a destination name has no "
+			    "control characters");
+			return -1;
+		}
+	if (conf_destination_find(c, name) == NULL) {
+		snprintf(err, errlen, "no destination \"%s\" in %s", name,
+		    c->path != NULL ? c->path : "the configuration");
+		return -2;
+	}
+	return 0;
+}
+
+int
+admin_dest_pause(struct pg_conn *conn, const char *name, int paused,
+    cJSON **out, char *err, size_t errlen)
+{
+	PGresult	*res, *w;
+	cJSON		*root;
+	const char	*p[1];
+
+	*out = NULL;
+	p[0] = name;
+	if ((res = admin_exec(conn, paused ? "pause" : "resume", paused ?
+	    admin_sql_dest_pause : admin_sql_dest_resume, 1, p, paused ?
+	    PGRES_TUPLES_OK : PGRES_COMMAND_OK, err, errlen)) == NULL)
+		return -1;
+	if (!paused && (w = admin_exec(conn, "wake the relays",
+	    admin_sql_wake, 0, NULL, PGRES_COMMAND_OK, err, errlen)) != NULL)
+		PQclear(w);
+	root = cJSON_CreateObject();
+	cJSON_AddStringToObject(root, "destination", name);
+	cJSON_AddBoolToObject(root, "paused", paused);
+	cJSON_AddItemToObject(root, "paused_at", paused &&
+	    PQntuples(res) == 1 ? admin_str(res, 0, 0) : cJSON_CreateNull());
+	PQclear(res);
+	return admin_tree_ok(root, out, err, errlen);
+}
+
+int
+admin_status(struct pg_conn *conn, const struct conf *c, cJSON **out,
+    char *err, size_t errlen)
 {
 	PGresult	*res, *keys;
 	cJSON		*root, *counts, *arr, *k;
@@ -182,6 +393,11 @@ admin_status(struct pg_conn *conn, cJSON **out, char *err, size_t errlen)
 	}
 	PQclear(res);
 	PQclear(keys);
+	arr = cJSON_AddArrayToObject(root, "destinations");
+	if (admin_dests_add(conn, c, NULL, arr, err, errlen) == -1) {
+		cJSON_Delete(root);
+		return -1;
+	}
 	return admin_tree_ok(root, out, err, errlen);
 }
 
@@ -231,6 +447,7 @@ admin_redrive_clear(struct admin_redrive *sel)
 {
 	free(sel->ids);
 	free(sel->event_type);
+	free(sel->destination);
 	memset(sel, 0, sizeof(*sel));
 }
 
@@ -239,7 +456,7 @@ admin_redrive_parse(const char *body, size_t len, struct admin_redrive *sel,
     char *err, size_t errlen)
 {
 	struct json_error	 jerr;
-	cJSON			*root, *all, *ids, *type, *e;
+	cJSON			*root, *all, *ids, *type, *dest, *e;
 	int			 nkeys = 0, n;
 
 	memset(sel, 0, sizeof(*sel));
@@ -262,11 +479,14 @@ admin_redrive_parse(const char *body, size_t len, struct admin_redrive *sel,
 		return -1;
 	}
 	cJSON_ArrayForEach(e, root) {
+		if (strcmp(e->string, "destination") == 0)
+			continue;
 		if (strcmp(e->string, "all") != 0 &&
 		    strcmp(e->string, "ids") != 0 &&
 		    strcmp(e->string, "event_type") != 0) {
 			snprintf(err, errlen, "unknown key \"%.64s\" (expected "
-			    "all, ids or event_type)", e->string);
+			    "all, ids or event_type, and destination)",
+			    e->string);
 			goto fail;
 		}
 		nkeys++;
@@ -274,9 +494,16 @@ admin_redrive_parse(const char *body, size_t len, struct admin_redrive *sel,
 	all = cJSON_GetObjectItemCaseSensitive(root, "all");
 	ids = cJSON_GetObjectItemCaseSensitive(root, "ids");
 	type = cJSON_GetObjectItemCaseSensitive(root, "event_type");
+	dest = cJSON_GetObjectItemCaseSensitive(root, "destination");
 	if (nkeys != 1) {
 		snprintf(err, errlen, "give exactly one of all, ids and "
 		    "event_type");
+		goto fail;
+	}
+	/* Checked against the configuration by the caller. */
+	if (dest != NULL && (!cJSON_IsString(dest) ||
+	    (sel->destination = strdup(dest->valuestring)) == NULL)) {
+		snprintf(err, errlen, "\"destination\" must be a string");
 		goto fail;
 	}
 	if (all != NULL) {
@@ -328,30 +555,32 @@ fail:
 }
 
 int
-admin_redrive(struct pg_conn *conn, const struct admin_redrive *sel,
-    cJSON **out, char *err, size_t errlen)
+admin_redrive(struct pg_conn *conn, const struct conf *c,
+    const struct admin_redrive *sel, cJSON **out, char *err, size_t errlen)
 {
 	PGresult	*res, *w;
 	cJSON		*root, *arr;
-	const char	*p[1];
+	const char	*p[3];
 	char		*ids = NULL;
 	int		 i, n;
 
 	*out = NULL;
+	p[0] = sel->destination;
+	p[1] = admin_default_name(c);
 	if (sel->all)
-		res = admin_exec(conn, "redrive", admin_sql_redrive_all, 0,
-		    NULL, PGRES_TUPLES_OK, err, errlen);
+		res = admin_exec(conn, "redrive", admin_sql_redrive_all, 2,
+		    p, PGRES_TUPLES_OK, err, errlen);
 	else if (sel->event_type != NULL) {
-		p[0] = sel->event_type;
-		res = admin_exec(conn, "redrive", admin_sql_redrive_type, 1,
+		p[2] = sel->event_type;
+		res = admin_exec(conn, "redrive", admin_sql_redrive_type, 3,
 		    p, PGRES_TUPLES_OK, err, errlen);
 	} else {
 		if ((ids = db_int8_array(sel->ids, sel->nids)) == NULL) {
 			snprintf(err, errlen, "out of memory");
 			return -1;
 		}
-		p[0] = ids;
-		res = admin_exec(conn, "redrive", admin_sql_redrive_ids, 1, p,
+		p[2] = ids;
+		res = admin_exec(conn, "redrive", admin_sql_redrive_ids, 3, p,
 		    PGRES_TUPLES_OK, err, errlen);
 		free(ids);
 	}

@@ -9,6 +9,19 @@
  *   POST /outbox/redrive	{"all":true} | {"ids":[...]} | {"event_type":T}
  *   POST /relay/pause		stop publishing (outbox_control.paused)
  *   POST /relay/resume		publish again
+ *   GET  /destinations		each destination: rows, oldest, paused
+ *   GET  /destinations/NAME	one destination
+ *   POST /destinations/NAME/pause	stop publishing its rows
+ *				(outbox_paused_destinations)
+ *   POST /destinations/NAME/resume	publish them again
+ *   POST /destinations/NAME/redrive	its failed rows back to pending (no
+ *				body: all; or a body as /outbox/redrive's)
+ *
+ * NAME is percent-decoded and must be a destination of the configuration
+ * this worker was started with: one that cannot be a name is 400
+ * bad_destination_name, one the configuration lacks 404
+ * unknown_destination (acting on it would only seem to work: no relay
+ * publishes there).
  *
  * Every request needs "Authorization: Bearer TOKEN" with admin.token: none
  * (or another scheme) is 401, a wrong token 403, both {"error","message"}.
@@ -244,34 +257,162 @@ admin_get_failed(struct admin_worker *a, struct evhttp_request *req,
 	return admin_json(req, 200, j);
 }
 
+/* A destination name checked against the configuration: 0, or the
+ * status answered (400 or 404). */
 static int
-admin_post_redrive(struct admin_worker *a, struct evhttp_request *req)
+admin_dest_answer(struct admin_worker *a, struct evhttp_request *req,
+    const char *name)
+{
+	char	err[ADMIN_DEST_NAME_MAX + 256];
+
+	switch (admin_dest_check(a->conf, name, err, sizeof(err))) {
+	case 0:
+		return 0;
+	case -1:
+		return admin_error(req, 400, "bad_destination_name", err);
+	default:
+		return admin_error(req, 404, "unknown_destination", err);
+	}
+}
+
+/* POST /outbox/redrive, or dest non-NULL: POST
+ * /destinations/NAME/redrive, where no body means all. */
+static int
+admin_post_redrive(struct admin_worker *a, struct evhttp_request *req,
+    const char *dest)
 {
 	struct evbuffer		*in = evhttp_request_get_input_buffer(req);
 	struct admin_redrive	 sel;
 	char			 err[512], peer[80];
 	cJSON			*j, *n;
 	PGconn			*pg;
+	int			 code;
 
-	if (admin_redrive_parse((const char *)evbuffer_pullup(in, -1),
+	memset(&sel, 0, sizeof(sel));
+	if (dest != NULL && evbuffer_get_length(in) == 0)
+		sel.all = 1;
+	else if (admin_redrive_parse((const char *)evbuffer_pullup(in, -1),
 	    evbuffer_get_length(in), &sel, err, sizeof(err)) == -1)
 		return admin_error(req, 400, "bad_request", err);
+	if (dest != NULL && sel.destination != NULL &&
+	    strcmp(dest, sel.destination) != 0) {
+		admin_redrive_clear(&sel);
+		return admin_error(req, 400, "bad_request", "\"destination\" "
+		    "in the body is not the one in the path");
+	}
+	if (dest != NULL && sel.destination == NULL &&
+	    (sel.destination = strdup(dest)) == NULL) {
+		admin_redrive_clear(&sel);
+		return admin_error(req, 500, "internal_error", "out of memory");
+	}
+	if (sel.destination != NULL &&
+	    (code = admin_dest_answer(a, req, sel.destination)) != 0) {
+		admin_redrive_clear(&sel);
+		return code;
+	}
 	if ((pg = admin_db(a, err, sizeof(err))) == NULL) {
 		admin_redrive_clear(&sel);
 		return admin_error(req, 503, "database_unavailable", err);
 	}
-	if (admin_redrive(pg, &sel, &j, err, sizeof(err)) == -1) {
+	if (admin_redrive(pg, a->conf, &sel, &j, err, sizeof(err)) == -1) {
 		admin_redrive_clear(&sel);
 		return admin_db_failed(a, req, err);
 	}
 	admin_peer(req, peer, sizeof(peer));
 	n = cJSON_GetObjectItemCaseSensitive(j, "redriven");
 	log_kv(LOG_LEVEL_INFO, (const char *[]){ "peer", peer, "event_type",
-	    sel.event_type, NULL }, "redrive (%s): %d failed row(s) back to "
-	    "pending", sel.all ? "all" : sel.event_type != NULL ?
-	    "by event type" : "by id", n != NULL ? n->valueint : 0);
+	    sel.event_type, "destination", sel.destination, NULL },
+	    "redrive (%s): %d failed row(s) back to pending", sel.all ? "all" :
+	    sel.event_type != NULL ? "by event type" : "by id",
+	    n != NULL ? n->valueint : 0);
 	admin_redrive_clear(&sel);
 	return admin_json(req, 200, j);
+}
+
+/* GET /destinations (name NULL) or GET /destinations/NAME. */
+static int
+admin_get_destinations(struct admin_worker *a, struct evhttp_request *req,
+    const char *name)
+{
+	char	 err[512];
+	cJSON	*j;
+	PGconn	*pg;
+	int	 code;
+
+	if (name != NULL && (code = admin_dest_answer(a, req, name)) != 0)
+		return code;
+	if ((pg = admin_db(a, err, sizeof(err))) == NULL)
+		return admin_error(req, 503, "database_unavailable", err);
+	if (admin_destinations(pg, a->conf, name, &j, err, sizeof(err)) == -1)
+		return admin_db_failed(a, req, err);
+	return admin_json(req, 200, j);
+}
+
+/* POST /destinations/NAME/pause and .../resume. */
+static int
+admin_post_dest_pause(struct admin_worker *a, struct evhttp_request *req,
+    const char *name, int paused)
+{
+	char	 err[512], peer[80];
+	cJSON	*j;
+	PGconn	*pg;
+	int	 code;
+
+	if ((code = admin_dest_answer(a, req, name)) != 0)
+		return code;
+	if ((pg = admin_db(a, err, sizeof(err))) == NULL)
+		return admin_error(req, 503, "database_unavailable", err);
+	if (admin_dest_pause(pg, name, paused, &j, err, sizeof(err)) == -1)
+		return admin_db_failed(a, req, err);
+	admin_peer(req, peer, sizeof(peer));
+	log_kv(LOG_LEVEL_INFO, (const char *[]){ "peer", peer, "destination",
+	    name, NULL }, "publishing to destination %s", paused ? "paused" :
+	    "resumed");
+	return admin_json(req, 200, j);
+}
+
+/*
+ * The route of a path under /destinations/: NAME alone, or NAME/pause,
+ * NAME/resume, NAME/redrive; METRICS_ROUTE_OTHER for anything else.  The
+ * name, percent-decoded, into *name (caller frees; NULL if it held a
+ * NUL byte or memory ran out: the name is then bad).
+ */
+static int
+admin_dest_route(const char *path, char **name, int *bad)
+{
+	const char	*seg = path + strlen("/destinations/"), *slash;
+	char		*raw;
+	size_t		 n, len;
+	int		 route;
+
+	*name = NULL;
+	*bad = 0;
+	if ((slash = strchr(seg, '/')) == NULL) {
+		route = METRICS_ROUTE_DESTINATION;
+		n = strlen(seg);
+	} else {
+		n = (size_t)(slash - seg);
+		if (strcmp(slash, "/pause") == 0)
+			route = METRICS_ROUTE_DEST_PAUSE;
+		else if (strcmp(slash, "/resume") == 0)
+			route = METRICS_ROUTE_DEST_RESUME;
+		else if (strcmp(slash, "/redrive") == 0)
+			route = METRICS_ROUTE_DEST_REDRIVE;
+		else
+			return METRICS_ROUTE_OTHER;
+	}
+	if ((raw = strndup(seg, n)) == NULL) {
+		*bad = 1;
+		return route;
+	}
+	*name = evhttp_uridecode(raw, 0, &len);
+	free(raw);
+	if (*name == NULL || strlen(*name) != len) {
+		free(*name);
+		*name = NULL;
+		*bad = 1;
+	}
+	return route;
 }
 
 static int
@@ -310,10 +451,10 @@ admin_request(struct evhttp_request *req, void *arg)
 				    NULL;
 	enum evhttp_cmd_type	 m = evhttp_request_get_command(req);
 	uint64_t		 t0 = (uint64_t)clock_mono_us();
-	char			 err[512];
+	char			 err[512], *name = NULL;
 	cJSON			*j;
 	PGconn			*pg;
-	int			 route, code, get, post;
+	int			 route, code, get, post, bad = 0;
 
 	http_guard_request_start(&a->guard, req);
 	if (path == NULL)
@@ -330,6 +471,10 @@ admin_request(struct evhttp_request *req, void *arg)
 		route = METRICS_ROUTE_PAUSE;
 	else if (strcmp(path, "/relay/resume") == 0)
 		route = METRICS_ROUTE_RESUME;
+	else if (strcmp(path, "/destinations") == 0)
+		route = METRICS_ROUTE_DESTINATIONS;
+	else if (strncmp(path, "/destinations/", 14) == 0)
+		route = admin_dest_route(path, &name, &bad);
 	else
 		route = METRICS_ROUTE_OTHER;
 
@@ -345,7 +490,7 @@ admin_request(struct evhttp_request *req, void *arg)
 		if ((pg = admin_db(a, err, sizeof(err))) == NULL)
 			code = admin_error(req, 503, "database_unavailable",
 			    err);
-		else if (admin_status(pg, &j, err, sizeof(err)) == -1)
+		else if (admin_status(pg, a->conf, &j, err, sizeof(err)) == -1)
 			code = admin_db_failed(a, req, err);
 		else
 			code = admin_json(req, 200, j);
@@ -355,7 +500,7 @@ admin_request(struct evhttp_request *req, void *arg)
 		    admin_bad_method(req, "GET, HEAD");
 		break;
 	case METRICS_ROUTE_REDRIVE:
-		code = post ? admin_post_redrive(a, req) :
+		code = post ? admin_post_redrive(a, req, NULL) :
 		    admin_bad_method(req, "POST");
 		break;
 	case METRICS_ROUTE_PAUSE:
@@ -364,11 +509,36 @@ admin_request(struct evhttp_request *req, void *arg)
 		    route == METRICS_ROUTE_PAUSE) :
 		    admin_bad_method(req, "POST");
 		break;
+	case METRICS_ROUTE_DESTINATIONS:
+		code = get ? admin_get_destinations(a, req, NULL) :
+		    admin_bad_method(req, "GET, HEAD");
+		break;
+	case METRICS_ROUTE_DESTINATION:
+	case METRICS_ROUTE_DEST_PAUSE:
+	case METRICS_ROUTE_DEST_RESUME:
+	case METRICS_ROUTE_DEST_REDRIVE:
+		if (route == METRICS_ROUTE_DESTINATION ? !get : !post)
+			code = admin_bad_method(req,
+			    route == METRICS_ROUTE_DESTINATION ? "GET, HEAD" :
+			    "POST");
+		else if (bad)
+			code = admin_error(req, 400, "bad_destination_name",
+			    "the destination name in the path cannot be "
+			    "decoded (a NUL byte?)");
+		else if (route == METRICS_ROUTE_DESTINATION)
+			code = admin_get_destinations(a, req, name);
+		else if (route == METRICS_ROUTE_DEST_REDRIVE)
+			code = admin_post_redrive(a, req, name);
+		else
+			code = admin_post_dest_pause(a, req, name,
+			    route == METRICS_ROUTE_DEST_PAUSE);
+		break;
 	default:
 		code = admin_error(req, 404, "not_found", "no such resource");
 		break;
 	}
 done:
+	free(name);
 	metrics_http_request(route, code, (uint64_t)clock_mono_us() - t0);
 }
 

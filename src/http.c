@@ -395,7 +395,7 @@ http_setup_row(const PGresult *res, void *arg)
  * database connection up, /metrics still answers (last known figures,
  * outboxd_database_up 0) and /readyz says why it is not ready.
  */
-static char	http_stats_out[ORDER_JSON_MAX];	/* the /readyz body */
+static char	http_stats_out[METRICS_READY_MAX];	/* the /readyz body */
 
 static void
 http_stats_reply(struct http_worker *w, struct evhttp_request *req,

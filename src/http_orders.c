@@ -60,14 +60,18 @@ static const char http_sql_insert[] =
  * The same, with its outbox row written already claimed for relay 1
  * (handoff.c): $3 the claim token, $4 the lease in ms, set as
  * outbox_claim() sets them.  The row's ordering key is the new order's
- * id, so it is its key's head.  While the relays are paused the row is
- * written unclaimed, as any other.  Columns HTTP_COL_ROW_ID.. (http.h)
- * are the row for the handoff (claim NULL: paused).
+ * id, so it is its key's head.  While the relays are paused, or the
+ * default destination ($5, NULL: none), where its destination NULL sends
+ * it, is in outbox_paused_destinations, the row is written unclaimed, as
+ * any other, and waits there like the rest of that destination's rows.
+ * Columns HTTP_COL_ROW_ID.. (http.h) are the row for the handoff (claim
+ * NULL: paused).
  */
 static const char http_sql_insert_claimed[] =
 	HTTP_SQL_ORDER
 	"p AS (SELECT NOT coalesce((SELECT paused FROM outbox_control "
-	"WHERE id = 1), false) AS go), "
+	"WHERE id = 1), false) AND NOT EXISTS (SELECT 1 FROM "
+	"outbox_paused_destinations WHERE destination = $5::text) AS go), "
 	"e AS (INSERT INTO outbox (event_type, ordering_key, payload, claim, "
 	"available_at, first_claimed_at) "
 	"SELECT " HTTP_SQL_EVENT ", "
@@ -109,13 +113,13 @@ static const Oid http_get_types[] = { HTTP_OID_UUID };
 static const Oid http_many_types[] = { HTTP_OID_TEXT_ARRAY,
 	HTTP_OID_INT8_ARRAY };
 static const Oid http_claimed_types[] = { HTTP_OID_TEXT, HTTP_OID_INT8,
-	HTTP_OID_INT8, HTTP_OID_INT8 };
+	HTTP_OID_INT8, HTTP_OID_INT8, HTTP_OID_TEXT };
 
 const struct http_pool_stmt http_orders_stmts[] = {
 	{ HTTP_STMT_INSERT, http_sql_insert, 2, http_insert_types },
 	{ HTTP_STMT_GET, http_sql_get, 1, http_get_types },
 	{ HTTP_STMT_INSERT_MANY, http_sql_insert_many, 2, http_many_types },
-	{ HTTP_STMT_INSERT_CLAIMED, http_sql_insert_claimed, 4,
+	{ HTTP_STMT_INSERT_CLAIMED, http_sql_insert_claimed, 5,
 	    http_claimed_types },
 };
 const int http_orders_nstmts = sizeof(http_orders_stmts) /
@@ -242,7 +246,7 @@ http_orders_send(struct http_worker *w, PGconn *pg, struct http_job *job,
 	/* Every id escaped and quoted, every amount, and a comma each. */
 	static char	 ids[HTTP_BATCH_MAX * (2 * ORDER_CUSTOMER_ID_MAX + 3) + 3];
 	static char	 amounts[HTTP_BATCH_MAX * 22 + 3];
-	const char	*values[4];
+	const char	*values[5];
 	char		 claim[24], lease[24];
 
 	if (job->kind == HTTP_JOB_GET) {
@@ -270,7 +274,10 @@ http_orders_send(struct http_worker *w, PGconn *pg, struct http_job *job,
 	snprintf(lease, sizeof(lease), "%ld", w->conf->relay.lease);
 	values[2] = claim;
 	values[3] = lease;
-	return PQsendQueryPrepared(pg, HTTP_STMT_INSERT_CLAIMED, 4, values,
+	/* Its row's destination is NULL: the default's pause holds it. */
+	values[4] = w->conf->default_destination >= 0 ?
+	    w->conf->destinations[w->conf->default_destination].name : NULL;
+	return PQsendQueryPrepared(pg, HTTP_STMT_INSERT_CLAIMED, 5, values,
 	    NULL, NULL, 0);
 }
 

@@ -460,6 +460,8 @@ master_add_generation(struct master *m)
 
 	m->generation++;
 	m->gen_started = master_now();
+	/* Before the fork: the workers count under these slots. */
+	metrics_destinations(m->conf);
 	for (r = 0; r < sizeof(roles) / sizeof(roles[0]); r++) {
 		n = master_workers(m->conf, roles[r]);
 		for (i = 0; i < n; i++) {

@@ -6,8 +6,9 @@
  *
  *	outboxctl [-c FILE] status [--json]
  *	outboxctl [-c FILE] failed [--limit N] [--after-id ID] [--json]
- *	outboxctl [-c FILE] redrive --all | --event-type T | ID... [--json]
- *	outboxctl [-c FILE] pause | resume [--json]
+ *	outboxctl [-c FILE] redrive [--destination NAME] --all |
+ *	    --event-type T | ID... [--json]
+ *	outboxctl [-c FILE] pause | resume [DESTINATION] [--json]
  *	outboxctl [-c FILE] fulfillment ORDER_ID
  *
  *	outboxctl -h | -V
@@ -46,15 +47,19 @@ static int	ctl_fulfillment(struct conf *, int, char **);
 
 static const struct ctl_cmd ctl_cmds[] = {
 	{ "status", "[--json]",
-	  "outbox rows by status, oldest pending, pause, busiest keys", -1,
-	  ctl_status },
+	  "outbox rows by status and destination, oldest pending, pauses, "
+	  "busiest keys", -1, ctl_status },
 	{ "failed", "[--limit N] [--after-id ID] [--json]",
 	  "list failed rows with their last error", -1, ctl_failed },
-	{ "redrive", "--all | --event-type T | ID... [--json]",
-	  "put failed rows back to pending", -1, ctl_redrive },
-	{ "pause", "[--json]", "stop publishing (every relay, every host)",
+	{ "redrive",
+	  "[--destination NAME] --all | --event-type T | ID... [--json]",
+	  "put failed rows (of one destination) back to pending", -1,
+	  ctl_redrive },
+	{ "pause", "[DESTINATION] [--json]",
+	  "stop publishing (to one destination; every relay, every host)",
 	  -1, ctl_pause },
-	{ "resume", "[--json]", "publish again", -1, ctl_resume },
+	{ "resume", "[DESTINATION] [--json]", "publish again", -1,
+	  ctl_resume },
 	{ "fulfillment", "ORDER_ID",
 	  "print the DynamoDB fulfillment item of an order as JSON", 1,
 	  ctl_fulfillment },

@@ -1,11 +1,14 @@
 /*
  * outboxctl_ops.c - the outbox commands of outboxctl: status, failed,
- * redrive, pause, resume.  They talk to PostgreSQL directly (the database
- * of the configuration file) through admin.c, the same operations and
- * SQL as the admin API, and print its JSON answer (--json) or a table.
+ * redrive, pause, resume, each of all destinations or of one.  They talk
+ * to PostgreSQL directly (the database of the configuration file)
+ * through admin.c, the same operations and SQL as the admin API, and
+ * print its JSON answer (--json) or a table.  A destination named on the
+ * command line must be one of the configuration file's.
  *
  * Exit status: 0 done; 1 nothing found (no failed row listed, no row
- * redriven); 2 usage; 3 database error; 78 configuration (main()).
+ * redriven, no such destination); 2 usage; 3 database error; 78
+ * configuration (main()).
  */
 #include "config.h"
 
@@ -135,6 +138,66 @@ ctl_cell(char *buf, size_t len, const char *s, size_t width)
 	buf[o < len ? o : len - 1] = '\0';
 }
 
+/* Is name a destination of conf?  CTL_EX_FOUND, or the exit status
+ * after saying why. */
+static int
+ctl_dest_check(const struct conf *conf, const char *cmd, const char *name)
+{
+	char	err[ADMIN_DEST_NAME_MAX + 256];
+	int	i;
+
+	switch (admin_dest_check(conf, name, err, sizeof(err))) {
+	case 0:
+		return CTL_EX_FOUND;
+	case -1:
+		fprintf(stderr, "outboxctl %s: %s\n", cmd, err);
+		return CTL_EX_USAGE;
+	}
+	fprintf(stderr, "outboxctl %s: %s (destinations:", cmd, err);
+	for (i = 0; i < conf->n_destinations; i++)
+		fprintf(stderr, " %s", conf->destinations[i].name);
+	fprintf(stderr, "%s)\n", conf->n_destinations == 0 ? " none" : "");
+	return CTL_EX_NOTFOUND;
+}
+
+/* The table of destinations under status. */
+static void
+ctl_status_dests(const cJSON *dests)
+{
+	const cJSON	*d;
+	const char	*state;
+	char		 name[33], age[64];
+
+	if (cJSON_GetArraySize(dests) == 0)
+		return;
+	printf("\ndestinations:\n");
+	printf("  %-32s %-5s %9s %7s  %-16s %s\n", "NAME", "SINK", "PENDING",
+	    "FAILED", "OLDEST PENDING", "STATE");
+	cJSON_ArrayForEach(d, dests) {
+		ctl_cell(name, sizeof(name), ctl_str(d, "name") != NULL ?
+		    ctl_str(d, "name") : "(none)", 32);
+		if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(d,
+		    "oldest_pending_age_seconds")))
+			ctl_age(age, sizeof(age), ctl_num(d,
+			    "oldest_pending_age_seconds"));
+		else
+			snprintf(age, sizeof(age), "-");
+		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d,
+		    "configured")))
+			state = "NOT IN THE CONFIGURATION";
+		else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d,
+		    "paused")))
+			state = "PAUSED";
+		else
+			state = "running";
+		printf("  %-32s %-5s %9.0f %7.0f  %-16s %s%s\n", name,
+		    ctl_str(d, "sink") != NULL ? ctl_str(d, "sink") : "-",
+		    ctl_num(d, "pending"), ctl_num(d, "failed"), age, state,
+		    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d,
+		    "default")) ? " (default)" : "");
+	}
+}
+
 int
 ctl_status(struct conf *conf, int argc, char **argv)
 {
@@ -150,7 +213,7 @@ ctl_status(struct conf *conf, int argc, char **argv)
 	}
 	if ((pg = ctl_db(conf)) == NULL)
 		return CTL_EX_SERVICE;
-	if (admin_status(pg, &j, err, sizeof(err)) == -1) {
+	if (admin_status(pg, conf, &j, err, sizeof(err)) == -1) {
 		fprintf(stderr, "outboxctl: %s\n", err);
 		PQfinish(pg);
 		return CTL_EX_SERVICE;
@@ -191,6 +254,7 @@ ctl_status(struct conf *conf, int argc, char **argv)
 			    at : "-");
 		}
 	}
+	ctl_status_dests(cJSON_GetObjectItemCaseSensitive(j, "destinations"));
 	cJSON_Delete(j);
 	return CTL_EX_FOUND;
 }
@@ -290,6 +354,20 @@ ctl_redrive(struct conf *conf, int argc, char **argv)
 	memset(&sel, 0, sizeof(sel));
 	if (ctl_opts_parse(argc, argv, &o, "redrive") == -1 || o.nargs == 0)
 		goto usage;
+	/* --destination NAME first: then the selector, or none for all. */
+	if (strcmp(o.args[0], "--destination") == 0) {
+		if (o.nargs < 2)
+			goto usage;
+		if ((rv = ctl_dest_check(conf, "redrive", o.args[1])) !=
+		    CTL_EX_FOUND)
+			return rv;
+		if ((sel.destination = strdup(o.args[1])) == NULL)
+			goto usage;
+		memmove(o.args, o.args + 2, (size_t)(o.nargs - 2) *
+		    sizeof(o.args[0]));
+		if ((o.nargs -= 2) == 0)
+			o.args[o.nargs++] = "--all";
+	}
 	if (strcmp(o.args[0], "--all") == 0) {
 		if (o.nargs != 1)
 			goto usage;
@@ -316,7 +394,7 @@ ctl_redrive(struct conf *conf, int argc, char **argv)
 		admin_redrive_clear(&sel);
 		return CTL_EX_SERVICE;
 	}
-	rv = admin_redrive(pg, &sel, &j, err, sizeof(err));
+	rv = admin_redrive(pg, conf, &sel, &j, err, sizeof(err));
 	PQfinish(pg);
 	admin_redrive_clear(&sel);
 	if (rv == -1) {
@@ -340,8 +418,8 @@ ctl_redrive(struct conf *conf, int argc, char **argv)
 	return n > 0 ? CTL_EX_FOUND : CTL_EX_NOTFOUND;
 usage:
 	admin_redrive_clear(&sel);
-	fprintf(stderr, "usage: outboxctl redrive --all | --event-type TYPE | "
-	    "ID ... [--json]\n");
+	fprintf(stderr, "usage: outboxctl redrive [--destination NAME] "
+	    "--all | --event-type TYPE | ID ... [--json]\n");
 	return CTL_EX_USAGE;
 }
 
@@ -356,13 +434,21 @@ ctl_pause_run(struct conf *conf, int argc, char **argv, int paused)
 	const char	*at;
 	int		 rv;
 
-	if (ctl_opts_parse(argc, argv, &o, cmd) == -1 || o.nargs != 0) {
-		fprintf(stderr, "usage: outboxctl %s [--json]\n", cmd);
+	if (ctl_opts_parse(argc, argv, &o, cmd) == -1 || o.nargs > 1) {
+		fprintf(stderr, "usage: outboxctl %s [DESTINATION] [--json]\n",
+		    cmd);
 		return CTL_EX_USAGE;
 	}
+	if (o.nargs == 1 && (rv = ctl_dest_check(conf, cmd, o.args[0])) !=
+	    CTL_EX_FOUND)
+		return rv;
 	if ((pg = ctl_db(conf)) == NULL)
 		return CTL_EX_SERVICE;
-	rv = admin_pause(pg, paused, &j, err, sizeof(err));
+	if (o.nargs == 1)
+		rv = admin_dest_pause(pg, o.args[0], paused, &j, err,
+		    sizeof(err));
+	else
+		rv = admin_pause(pg, paused, &j, err, sizeof(err));
 	PQfinish(pg);
 	if (rv == -1) {
 		fprintf(stderr, "outboxctl: %s\n", err);
@@ -370,6 +456,12 @@ ctl_pause_run(struct conf *conf, int argc, char **argv, int paused)
 	}
 	if (o.json)
 		ctl_print_json(j);
+	else if (o.nargs == 1 && paused)
+		printf("destination %s paused since %s: its rows wait until "
+		    "outboxctl resume %s\n", o.args[0], (at = ctl_str(j,
+		    "paused_at")) != NULL ? at : "?", o.args[0]);
+	else if (o.nargs == 1)
+		printf("destination %s resumed\n", o.args[0]);
 	else if (paused)
 		printf("publishing paused since %s: relays claim nothing until "
 		    "outboxctl resume\n", (at = ctl_str(j, "paused_at")) !=

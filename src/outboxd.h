@@ -522,9 +522,9 @@ int		 order_json(char *buf, size_t size, const char *id,
 		    const char *customer_id, const char *amount_cents,
 		    const char *created_at);
 
-/* ---- metrics.c: shared counters, Prometheus exposition, readiness ----- */
+/* ---- metrics*.c: shared counters, Prometheus exposition, readiness ---- */
 
-/* Routes of outboxd_http_requests_total; names in metrics.c. */
+/* Routes of outboxd_http_requests_total; names in metrics_text.c. */
 enum metrics_route {
 	METRICS_ROUTE_ORDERS,		/* POST /orders (any method) */
 	METRICS_ROUTE_ORDER,		/* /orders/{id} */
@@ -536,6 +536,11 @@ enum metrics_route {
 	METRICS_ROUTE_REDRIVE,		/* admin: POST /outbox/redrive */
 	METRICS_ROUTE_PAUSE,		/* admin: POST /relay/pause */
 	METRICS_ROUTE_RESUME,		/* admin: POST /relay/resume */
+	METRICS_ROUTE_DESTINATIONS,	/* admin: GET /destinations */
+	METRICS_ROUTE_DESTINATION,	/* admin: GET /destinations/{name} */
+	METRICS_ROUTE_DEST_PAUSE,	/* admin: POST .../{name}/pause */
+	METRICS_ROUTE_DEST_RESUME,	/* admin: POST .../{name}/resume */
+	METRICS_ROUTE_DEST_REDRIVE,	/* admin: POST .../{name}/redrive */
 	METRICS_ROUTE_OTHER,		/* anything else (404) */
 	METRICS_NROUTES
 };
@@ -551,20 +556,45 @@ enum metrics_db_state { METRICS_DB_OK, METRICS_DB_ERROR,
 #define METRICS_CACHE_MS	1000	/* outbox figures are re-read after */
 #define METRICS_CONTENT_TYPE	"text/plain; version=0.0.4; charset=utf-8"
 
+/*
+ * Destinations in the metrics: the first METRICS_MAX_DESTS (name, sink)
+ * pairs the master finds in its configurations since it started have
+ * series of their own (label destination="NAME"); everything else --
+ * rows naming a destination outbox.conf does not have, destinations
+ * beyond that many -- is counted under the one label value
+ * METRICS_DEST_OTHER_LABEL, slot METRICS_DEST_OTHER, so that a typo in
+ * rows cannot make the series count explode.
+ */
+#define METRICS_MAX_DESTS	64
+#define METRICS_DEST_NAME_MAX	128	/* bytes of a name, NUL included */
+#define METRICS_DEST_OTHER	METRICS_MAX_DESTS
+#define METRICS_DEST_OTHER_LABEL "(other)"
+
 /* Map the shared region; the master, before the first fork.  -1 (errno)
  * if it cannot: then nothing is counted. */
 int		 metrics_init(void);
+/* The master, before it forks a generation of workers: give each
+ * destination of conf a slot (once per name and sink, never freed, so
+ * that a counter never goes back), and mark the current ones and the
+ * default for the outbox figures and /readyz. */
+void		 metrics_destinations(const struct conf *);
+/* The slot of destination d (NULL: rows naming no destination of ours)
+ * for the updates below; METRICS_DEST_OTHER if it has none.  A linear
+ * look-up: take it once per batch. */
+int		 metrics_dest(const struct conf_destination *d);
 /* Updates: relaxed atomic adds, no lock, no system call; no-ops before
- * metrics_init().  status is the HTTP status answered, us microseconds. */
+ * metrics_init().  status is the HTTP status answered, us microseconds;
+ * dest a slot from metrics_dest(). */
 void		 metrics_http_request(int route, int status, uint64_t us);
-void		 metrics_published(int sink, int outcome, int n);
+void		 metrics_published(int dest, int outcome, int n);
 /* A failed publish attempt, by its enum sink_reason. */
-void		 metrics_publish_failure(int reason);
-void		 metrics_publish_latency(uint64_t us);
-/* A batch's time at sink (enum conf_sink), us microseconds: from the
+void		 metrics_publish_failure(int dest, int reason);
+/* From a row's created_at to its acknowledgement. */
+void		 metrics_publish_latency(int dest, uint64_t us);
+/* A batch's time at its destination's sink, us microseconds: from the
  * publish call to the answer that settled its last message, failed
  * answers included, so that a slow or failing broker shows. */
-void		 metrics_sink_duration(int sink, uint64_t us);
+void		 metrics_sink_duration(int dest, uint64_t us);
 void		 metrics_consumer(int outcome);
 /* role: "http", "relay", "consumer", "admin". */
 void		 metrics_worker_restart(const char *role);
@@ -580,34 +610,45 @@ void		 metrics_set_workers(int up, int desired);
 enum metrics_accept_pause { METRICS_PAUSE_DESCRIPTORS,
 	METRICS_PAUSE_MAX_CONNECTIONS, METRICS_NPAUSE };
 void		 metrics_accept_paused(int why);
-/* A relay's chunk: some message was sent (ok 1), or none was and the
- * sink itself failed (ok 0, reason the enum sink_reason of a failure
- * that is the sink's, not the message's).  /readyz reads the times. */
-void		 metrics_sink_outcome(int ok, int reason);
-/* This process's /readyz says 503 once the sink has failed every
- * publish for ms (relay.unready_after; 0 = never, the default). */
+/* A relay's chunk for destination dest: some message was sent (ok 1), or
+ * none was and the sink itself failed (ok 0, reason the enum sink_reason
+ * of a failure that is the sink's, not the message's).  /readyz reads
+ * the times. */
+void		 metrics_sink_outcome(int dest, int ok, int reason);
+/* This process's /readyz counts a destination as failing once its sink
+ * has failed every publish for ms (relay.unready_after; 0 = never). */
 void		 metrics_set_sink_unready(long ms);
 
-/* The statement whose answer metrics_outbox_store() takes: pending and
- * failed counts, age of the oldest pending row (ms), the pause switch. */
+/* metrics_db.c.  The statement whose answer metrics_outbox_store()
+ * takes: pending and failed rows and the age of the oldest pending one
+ * (ms) by destination, the paused destinations, the pause switch. */
 extern const char metrics_outbox_sql[];
 /* 1 if the stored outbox figures are younger than METRICS_CACHE_MS. */
 int		 metrics_outbox_fresh(void);
 /* Store the figures, or the error (schema missing or other), of one
- * execution of metrics_outbox_sql for every process. */
+ * execution of metrics_outbox_sql for every process: a row's NULL
+ * destination counts as the default's, one outbox.conf does not have as
+ * METRICS_DEST_OTHER_LABEL. */
 void		 metrics_outbox_store(const struct pg_result *);
 /* The query could not even be sent (no connection): store why. */
 void		 metrics_outbox_down(const char *why);
-/* The exposition (caller frees) and its length; NULL if no memory. */
+
+/* metrics_text.c.  The exposition (caller frees) and its length; NULL if
+ * no memory. */
 char		*metrics_render(size_t *len);
 /* Escape a label value (\, \", \n) into dst; returns its length. */
 size_t		 metrics_label_escape(char *dst, size_t size, const char *v);
-/* The /readyz body into buf and its length: ready when the stored outbox
- * query answered, the schema is there, every worker runs and the sink
- * has not failed every publish for metrics_set_sink_unready()'s time
- * ("sink": "ok" or "failing").  db_down
- * non-NULL: this worker has no database connection (the reason).
- * Returns the HTTP status (200 or 503), or -1 if buf is too small. */
+
+/* metrics_ready.c.  The /readyz body into buf (size bytes) and its
+ * length: ready when the stored outbox query answered, the schema is
+ * there, every worker runs and the default destination's sink has not
+ * failed every publish for metrics_set_sink_unready()'s time; "sink"
+ * says the default's state, "destinations" each current destination's
+ * ("ok", "failing" or "paused": a failing one other than the default is
+ * named in "warning" but does not make it 503).  db_down non-NULL: this
+ * worker has no database connection (the reason).  Returns the HTTP
+ * status (200 or 503), or -1 if buf is too small. */
+#define METRICS_READY_MAX	32768	/* enough for METRICS_MAX_DESTS */
 int		 metrics_ready(char *buf, size_t size, const char *db_down,
 		    size_t *len);
 
@@ -622,34 +663,65 @@ int		 metrics_ready(char *buf, size_t size, const char *db_down,
 #define ADMIN_FAILED_MAX	1000	/* rows per page at most */
 #define ADMIN_REDRIVE_IDS_MAX	10000
 
+#define ADMIN_DEST_NAME_MAX	256	/* bytes of a destination name, NUL
+					   included */
+
 /* {"counts":{"pending","sent","failed"},"total",
  *  "oldest_pending_age_seconds" (null if none),"oldest_pending_created_at",
  *  "paused","paused_at","backlog_by_key":[{"ordering_key","pending",
- *  "failed","oldest_created_at"}] (top 10 keys by unsent rows)} */
-int		 admin_status(struct pg_conn *, struct cJSON **out, char *err,
+ *  "failed","oldest_created_at"}] (top 10 keys by unsent rows),
+ *  "destinations": as admin_destinations()} */
+int		 admin_status(struct pg_conn *, const struct conf *,
+		    struct cJSON **out, char *err, size_t errlen);
+/* Each destination of conf, in its order, then up to 20 names that rows
+ * or pauses hold and conf lacks, busiest first:
+ * {"destinations":[{"name" (null: rows with none, and no default),
+ *  "sink" (null: not configured),"default","configured","pending",
+ *  "failed","oldest_pending_age_seconds","oldest_pending_created_at",
+ *  "paused","paused_at"}]}.  name non-NULL (one of conf's: check it with
+ * admin_dest_check()): that destination's object alone. */
+int		 admin_destinations(struct pg_conn *, const struct conf *,
+		    const char *name, struct cJSON **out, char *err,
 		    size_t errlen);
+/* Is name a destination of conf?  0 yes; -1 it cannot be a name (empty,
+ * ADMIN_DEST_NAME_MAX bytes or more, not UTF-8, control characters);
+ * -2 conf has none of that name.  Either with the reason in err. */
+int		 admin_dest_check(const struct conf *, const char *name,
+		    char *err, size_t errlen);
+/* Pause (add to outbox_paused_destinations, keeping the first time) or
+ * resume (remove, then wake the relays) one destination; rows whose
+ * column is NULL follow the default's name.
+ * {"destination","paused","paused_at" (null when resumed)} */
+int		 admin_dest_pause(struct pg_conn *, const char *name,
+		    int paused, struct cJSON **out, char *err, size_t errlen);
 /* {"rows":[{"id","event_type","ordering_key","attempts","last_error",
  *  "created_at"}],"next_after_id": last id or null} of failed rows with
  * id > after_id, in id order, at most limit (1..ADMIN_FAILED_MAX). */
 int		 admin_failed(struct pg_conn *, int64_t after_id, int limit,
 		    struct cJSON **out, char *err, size_t errlen);
 
-/* Which failed rows to redrive: all, by id, or by event type. */
+/* Which failed rows to redrive: all, by id, or by event type; of one
+ * destination or any. */
 struct admin_redrive {
 	int		 all;
 	int64_t		*ids;		/* malloc'd; NULL unless by id */
 	int		 nids;
 	char		*event_type;	/* malloc'd; NULL unless by type */
+	char		*destination;	/* malloc'd; NULL: any */
 };
-/* Parse {"all":true} | {"ids":[1,2]} | {"event_type":"T"} (exactly one)
- * into sel (clear with admin_redrive_clear); -1 with a reason. */
+/* Parse {"all":true} | {"ids":[1,2]} | {"event_type":"T"} (exactly one),
+ * with "destination":"NAME" or not, into sel (clear with
+ * admin_redrive_clear); -1 with a reason.  The name is not checked. */
 int		 admin_redrive_parse(const char *body, size_t len,
 		    struct admin_redrive *sel, char *err, size_t errlen);
 void		 admin_redrive_clear(struct admin_redrive *);
 /* failed -> pending, attempts 0, available now (last_error is kept until
- * the next attempt), then wake the relays.  {"redriven": N, "ids": [...]} */
-int		 admin_redrive(struct pg_conn *, const struct admin_redrive *,
-		    struct cJSON **out, char *err, size_t errlen);
+ * the next attempt), then wake the relays; with sel->destination, only
+ * rows of that destination (NULL column: conf's default).
+ * {"redriven": N, "ids": [...]} */
+int		 admin_redrive(struct pg_conn *, const struct conf *,
+		    const struct admin_redrive *, struct cJSON **out,
+		    char *err, size_t errlen);
 /* Set outbox_control.paused; resuming wakes the relays.
  * {"paused": bool, "paused_at": time or null} */
 int		 admin_pause(struct pg_conn *, int paused, struct cJSON **out,

@@ -375,20 +375,18 @@ relay_sink_pump(struct relay *r)
 	}
 }
 
-/* Count a chunk's outcomes: sent with their latency, failed attempts by
- * reason, and whether each will be retried or was given up.  Then tell
- * /readyz whether the sink works: a message sent, or a failure of the
- * sink's own (a message it refuses, or one too large, says nothing about
- * the sink). */
+/* Count a chunk's outcomes under its destination (rows naming none of
+ * ours under the metrics' other): sent with their latency, failed
+ * attempts by reason, and whether each will be retried or was given up.
+ * Then tell /readyz whether the destination's sink works: a message
+ * sent, or a failure of the sink's own (a message it refuses, or one
+ * too large, says nothing about the sink). */
 static void
 relay_sink_count(struct relay *r, const struct relay_chunk *ch)
 {
 	int64_t		now = ch->acked_us / 1000, lat;
 	int		i, nsent = 0, why = -1;
-	/* Rows naming no destination of ours count under the default's
-	 * sink until metrics know destinations. */
-	int		sink = ch->dest->t.dest != NULL ? ch->dest->t.dest->sink :
-			    r->conf->relay.sink;
+	int		dest = metrics_dest(ch->dest->t.dest);
 
 	for (i = 0; i < ch->n; i++) {
 		const struct outbox_msg	*m = &ch->msgs[i];
@@ -397,23 +395,23 @@ relay_sink_count(struct relay *r, const struct relay_chunk *ch)
 			nsent++;
 			/* Clocks of two hosts: never below zero. */
 			lat = now - m->created_ms;
-			metrics_publish_latency(lat > 0 ?
+			metrics_publish_latency(dest, lat > 0 ?
 			    (uint64_t)lat * 1000 : 0);
 			continue;
 		}
-		metrics_publish_failure(m->reason);
-		metrics_published(sink, m->outcome == SINK_REJECTED ||
+		metrics_publish_failure(dest, m->reason);
+		metrics_published(dest, m->outcome == SINK_REJECTED ||
 		    m->attempts + 1 >= r->conf->relay.max_attempts ?
 		    METRICS_PUBLISH_FAILED : METRICS_PUBLISH_RETRY, 1);
 		if (m->reason != SINK_REASON_REJECTED &&
 		    m->reason != SINK_REASON_TOO_LARGE)
 			why = m->reason;
 	}
-	metrics_published(sink, METRICS_PUBLISH_SENT, nsent);
+	metrics_published(dest, METRICS_PUBLISH_SENT, nsent);
 	if (nsent > 0)
-		metrics_sink_outcome(1, 0);
+		metrics_sink_outcome(dest, 1, 0);
 	else if (why != -1)
-		metrics_sink_outcome(0, why);
+		metrics_sink_outcome(dest, 0, why);
 }
 
 static void
@@ -426,7 +424,7 @@ relay_sink_answered(struct outbox_msg *msgs, int n, void *arg)
 	(void)n;
 	ch->acked_us = clock_wall_us();
 	if (ch->at_sink) {
-		metrics_sink_duration(ch->dest->t.dest->sink,
+		metrics_sink_duration(metrics_dest(ch->dest->t.dest),
 		    (uint64_t)(clock_mono_us() - ch->sink_us));
 		TAILQ_REMOVE(&r->at_sinkq, ch, entry);
 		r->at_sink--;

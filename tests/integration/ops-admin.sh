@@ -103,6 +103,9 @@ check_eq "status: counts match the database (pending/sent/failed)" \
 	"$(sql "SELECT count(*) FILTER (WHERE status = 'pending') || ' ' || count(*) FILTER (WHERE status = 'sent') || ' ' || count(*) FILTER (WHERE status = 'failed') FROM outbox")" \
 	"$(jq -r '"\(.counts.pending) \(.counts.sent) \(.counts.failed)"' "$T_DIR/status.json")"
 check "status: backlog_by_key lists the failed rows' keys" jq_true '[.backlog_by_key[] | select(.failed == 1)] | length == 6' "$(cat "$T_DIR/status.json")"
+check "status: one destination, the default, holding the failed rows" \
+	jq_true '.destinations | length == 1 and .[0].name == "default" and .[0].sink == "sqs" and .[0].default and .[0].configured
+		and .[0].failed == 6 and .[0].pending == 0 and (.[0].paused | not)' "$(cat "$T_DIR/status.json")"
 
 # ---- redrive once the sink works -------------------------------------------
 fault -X POST --data-binary '{"mode":"pass"}' >/dev/null

@@ -46,15 +46,17 @@ check "outbox_rows{pending} >= $N ($(sample "$M.1" 'outboxd_outbox_rows{status="
 	[ "$(sample "$M.1" 'outboxd_outbox_rows{status="pending"}')" -ge $N ]
 check_eq "outbox_rows{pending} matches the database" \
 	"$(sql "SELECT count(*) FROM outbox WHERE status = 'pending'")" "$(sample "$M.1" 'outboxd_outbox_rows{status="pending"}')"
+check_eq "  ... all of them the default destination's (destination NULL)" \
+	"$(sample "$M.1" 'outboxd_outbox_rows{status="pending"}')" "$(sample "$M.1" 'outboxd_outbox_rows{destination="default",status="pending"}')"
 check "failed attempts counted as reason=server ($(delta "$M.0" "$M.1" 'outboxd_publish_failures_total{reason="server"}'))" \
 	[ "$(delta "$M.0" "$M.1" 'outboxd_publish_failures_total{reason="server"}')" -ge $N ]
 check "... and as outcome=retry ($(delta "$M.0" "$M.1" 'outboxd_published_messages_total{sink="sqs",outcome="retry"}'))" \
 	[ "$(delta "$M.0" "$M.1" 'outboxd_published_messages_total{sink="sqs",outcome="retry"}')" -ge $N ]
 check_eq "nothing counted as sent" 0 "$(delta "$M.0" "$M.1" 'outboxd_published_messages_total{sink="sqs",outcome="sent"}')"
-age1=$(sample "$M.1" 'outboxd_outbox_oldest_pending_age_seconds')
+age1=$(sample_max "$M.1" 'outboxd_outbox_oldest_pending_age_seconds')
 sleep 2.5
 scrape "$M.2" || die "scrape failed"
-age2=$(sample "$M.2" 'outboxd_outbox_oldest_pending_age_seconds')
+age2=$(sample_max "$M.2" 'outboxd_outbox_oldest_pending_age_seconds')
 check "oldest pending age rises while SQS is down ($age1 s -> $age2 s)" \
 	awk -v a="$age1" -v b="$age2" 'BEGIN { exit !(a > 0 && b >= a + 2) }'
 dbage=$(sql "SELECT extract(epoch FROM now() - min(created_at)) FROM outbox WHERE status = 'pending'")
@@ -107,7 +109,7 @@ fault -X POST --data-binary '{"mode":"pass"}' >/dev/null
 drained() { scrape "$M.4" && [ "$(sample "$M.4" 'outboxd_outbox_rows{status="pending"}')" = 0 ]; }
 wait_until 30 "the backlog to drain" drained || true
 check_eq "outbox_rows{pending} after SQS is back" 0 "$(sample "$M.4" 'outboxd_outbox_rows{status="pending"}')"
-check_eq "oldest pending age after the drain" 0.000 "$(sample "$M.4" 'outboxd_outbox_oldest_pending_age_seconds')"
+check_eq "oldest pending age after the drain" 0.000 "$(sample_max "$M.4" 'outboxd_outbox_oldest_pending_age_seconds')"
 check_eq "delta published sent" $N "$(delta "$M.0" "$M.4" 'outboxd_published_messages_total{sink="sqs",outcome="sent"}')"
 check "publish latency observed for the delayed rows (> 10 s)" \
 	[ "$(sample "$M.4" 'outboxd_publish_latency_seconds_bucket{le="10"}' | cut -d. -f1)" -lt "$(sample "$M.4" 'outboxd_publish_latency_seconds_count')" ]

@@ -58,7 +58,18 @@ check_eq "delta consumer_messages_total{processed}" $N "$(delta "$M.0" "$M.1" 'o
 check_eq "delta consumer_messages_total{error}" 0 "$(delta "$M.0" "$M.1" 'outboxd_consumer_messages_total{outcome="error"}')"
 check_eq "outbox_rows{pending} after the drain" 0 "$(sample "$M.1" 'outboxd_outbox_rows{status="pending"}')"
 check_eq "outbox_rows{failed}" 0 "$(sample "$M.1" 'outboxd_outbox_rows{status="failed"}')"
-check_eq "oldest pending age with nothing pending" 0.000 "$(sample "$M.1" 'outboxd_outbox_oldest_pending_age_seconds')"
+check_eq "oldest pending age with nothing pending" 0.000 "$(sample_max "$M.1" 'outboxd_outbox_oldest_pending_age_seconds')"
+# One destination (the legacy sqs {} section, named "default"): its series
+# carry destination and sink; the other's are there, and zero.
+check_eq "delta published sent under destination=default" $N \
+	"$(delta "$M.0" "$M.1" 'outboxd_published_messages_total{destination="default",sink="sqs",outcome="sent"}')"
+check_eq "delta publish latency observations under destination=default" $N \
+	"$(delta "$M.0" "$M.1" 'outboxd_publish_latency_seconds_count{destination="default",sink="sqs"}')"
+check_eq "nothing under destination=\"(other)\"" 0 \
+	"$(sample "$M.1" 'outboxd_published_messages_total{destination="(other)",sink="none"}')"
+check_eq "destination series: default and (other), 3 outcomes each" 6 \
+	"$(series_count "$M.1" 'outboxd_published_messages_total')"
+check_eq "outboxd_destination_paused{destination=default}" 0 "$(sample "$M.1" 'outboxd_destination_paused{destination="default"}')"
 check_eq "outboxd_database_up" 1 "$(sample "$M.1" 'outboxd_database_up')"
 check_eq "rows 'sent' in the database" $N "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")"
 check_eq "fulfillment items" $N "$(ddb_count "$DDB_ENDPOINT" "$DDB_TABLE")"

@@ -26,7 +26,7 @@ wait_until 10 "the first order to be published" all_sent || true
 sleep $((UNREADY / 1000 + 1))
 http GET /readyz
 check_eq "GET /readyz with an idle sink, $((UNREADY / 1000 + 1)) s after the last publish" 200 "$HTTP_STATUS"
-check "  ... says the sink is ok: $HTTP_BODY" jq_true '.status == "ready" and .sink == "ok"' "$HTTP_BODY"
+check "  ... says the sink is ok: $HTTP_BODY" jq_true '.status == "ready" and .sink == "ok" and .destinations[0].state == "ok" and (has("warning") | not)' "$HTTP_BODY"
 
 aws_call sqs "$SQS_ENDPOINT" DeleteQueue "$(jq -nc --arg q "$QUEUE_URL" '{QueueUrl:$q}')" >/dev/null ||
 	die "DeleteQueue failed"
@@ -41,8 +41,10 @@ say "/readyz $HTTP_STATUS $took ms after the first order with the queue gone: $H
 check_eq "GET /readyz once every publish has failed for relay.unready_after" 503 "$HTTP_STATUS"
 check "  ... not before relay.unready_after ($took ms >= $((UNREADY - 200)))" [ "$took" -ge $((UNREADY - 200)) ]
 check "  ... and within it plus a few seconds ($took ms <= $((UNREADY + 4000)))" [ "$took" -le $((UNREADY + 4000)) ]
-check "  ... the body says the sink is failing" \
-	jq_true '.status == "not_ready" and .error == "not_ready" and .sink == "failing" and .database == "ok" and (.message | test("sink is failing"))' "$HTTP_BODY"
+check "  ... the body says the default destination is failing" \
+	jq_true '.status == "not_ready" and .error == "not_ready" and .sink == "failing" and .database == "ok"
+		and (.message | test("the default destination \"default\" \\(sqs\\) is failing"))
+		and .destinations == [{"name": "default", "sink": "sqs", "state": "failing", "default": true}]' "$HTTP_BODY"
 check "  ... and names no URL or credential" \
 	eval '! grep -qiE "https?:|127\.0\.0\.1|queue|AKID|secret" <<<"$(jq -r .message <<<"$HTTP_BODY")"'
 post_order rs-3 300
@@ -56,6 +58,6 @@ ready() { http GET /readyz; [ "$HTTP_STATUS" = 200 ]; }
 wait_until 10 "/readyz 200" ready || true
 took=$(($(now_ms) - t0))
 check_eq "GET /readyz once a publish succeeds again ($took ms after the queue came back)" 200 "$HTTP_STATUS"
-check "  ... says the sink is ok: $HTTP_BODY" jq_true '.status == "ready" and .sink == "ok"' "$HTTP_BODY"
+check "  ... says the sink is ok: $HTTP_BODY" jq_true '.status == "ready" and .sink == "ok" and .destinations[0].state == "ok" and (has("warning") | not)' "$HTTP_BODY"
 wait_until 10 "every order to be published" all_sent || true
 check_eq "every order was published" 3 "$(sent_count)"

@@ -2,9 +2,16 @@
 # after common.sh): scraping /metrics, reading samples, the admin API.
 #
 # scrape FILE            GET /metrics into FILE (fails unless 200)
-# sample FILE SERIES     value of one sample, e.g.
+# sample FILE SERIES     value of a series as PromQL's sum() of a selector
+#                        would say it: every sample of that name whose
+#                        labels include SERIES's, added up (one: its text as
+#                        written), e.g.
 #                        sample m.txt 'outboxd_outbox_rows{status="pending"}'
-#                        (prints 0 when the series is absent)
+#                        is the pending rows of every destination
+#                        (prints 0 when no series matches)
+# sample_max FILE SERIES the largest of those samples, as written (an age)
+# series_count FILE SERIES
+#                        how many samples match
 # delta OLD NEW SERIES   NEW's value minus OLD's, as an integer
 # promtool_ok FILE       the exposition parses and lints clean with promtool
 # counters_not_backwards OLD NEW
@@ -28,9 +35,37 @@ scrape() {
 	[ "$code" = 200 ] || { say "GET /metrics answered $code"; return 1; }
 }
 
-sample() {
-	awk -v k="$2" '$1 == k { v = $2 } END { print (v == "" ? 0 : v) }' "$1"
+# _samples FILE SERIES MODE -- the matching samples (MODE sum, max or count)
+_samples() {
+	awk -v k="$2" -v mode="$3" '
+	function split_series(s, parts,   i) {
+		parts["name"] = s; parts["labels"] = ""
+		if ((i = index(s, "{")) > 0) {
+			parts["name"] = substr(s, 1, i - 1)
+			parts["labels"] = substr(s, i + 1, length(s) - i - 1)
+		}
+	}
+	BEGIN { split_series(k, q); nq = split(q["labels"], want, ",") }
+	/^#/ { next }
+	{
+		split_series($1, p)
+		if (p["name"] != q["name"]) next
+		for (j = 1; j <= nq; j++)
+			if (want[j] != "" && index("," p["labels"] ",", "," want[j] ",") == 0) next
+		n++; sum += $2; raw = $2
+		if (n == 1 || $2 + 0 > max + 0) max = $2
+	}
+	END {
+		if (mode == "count") print n + 0
+		else if (n == 0) print 0
+		else if (mode == "max") print max
+		else if (n == 1) print raw
+		else print sum
+	}' "$1"
 }
+sample() { _samples "$1" "$2" sum; }
+sample_max() { _samples "$1" "$2" max; }
+series_count() { _samples "$1" "$2" count; }
 
 delta() {
 	awk -v a="$(sample "$1" "$3")" -v b="$(sample "$2" "$3")" 'BEGIN { printf "%d\n", b - a }'

@@ -1,7 +1,8 @@
 /*
  * test_ops.c - the operator-facing pure parts: the Prometheus exposition
- * (counters, cumulative histograms, label escaping), the reason class of
- * a failed publish, readiness answers, JSON and rate-limited log lines,
+ * (counters, cumulative histograms, label escaping, series by
+ * destination and the outbox figures folded by destination), the reason
+ * class of a failed publish, readiness answers (by destination), JSON and rate-limited log lines,
  * the admin API's redrive body, the token comparison, and the admin and
  * log_format configuration keys.
  */
@@ -36,6 +37,52 @@ sample(const char *text, const char *prefix)
 	return -1;
 }
 
+/* Two destinations, as conf_load() would make them; a reload's. */
+static struct conf_destination test_dests[] = {
+	{ .name = "default", .sink = CONF_SINK_SQS },
+	{ .name = "hooks", .sink = CONF_SINK_HTTP },
+};
+static struct conf test_conf = {
+	.destinations = test_dests, .n_destinations = 2,
+	.default_destination = 0,
+};
+static struct conf_destination test_dests2[] = {
+	{ .name = "default", .sink = CONF_SINK_SQS },
+	{ .name = "topic", .sink = CONF_SINK_SNS },
+};
+static struct conf test_conf2 = {
+	.destinations = test_dests2, .n_destinations = 2,
+	.default_destination = 1,
+};
+
+/* A result of metrics_outbox_sql built by hand: rows of "kind|dest|
+ * pending|failed|oldest", "-" for NULL. */
+static PGresult *
+outbox_result(const char *const *rows, int n)
+{
+	PGresAttDesc	 attrs[5];
+	PGresult	*res;
+	char		 buf[256], *f, *save;
+	int		 i, k;
+
+	memset(attrs, 0, sizeof(attrs));
+	for (k = 0; k < 5; k++)
+		attrs[k].name = (char *)"c";
+	res = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+	assert_non_null(res);
+	assert_true(PQsetResultAttrs(res, 5, attrs));
+	for (i = 0; i < n; i++) {
+		snprintf(buf, sizeof(buf), "%s", rows[i]);
+		for (k = 0, f = strtok_r(buf, "|", &save); f != NULL && k < 5;
+		    k++, f = strtok_r(NULL, "|", &save))
+			assert_true(PQsetvalue(res, i, k, strcmp(f, "-") == 0 ?
+			    NULL : f, strcmp(f, "-") == 0 ? -1 :
+			    (int)strlen(f)));
+		assert_int_equal(k, 5);
+	}
+	return res;
+}
+
 static void
 test_render_before_init(void **state)
 {
@@ -59,15 +106,26 @@ test_counters_and_histograms(void **state)
 	char	*s;
 	size_t	 len;
 
+	int	d0, d1;
+
 	(void)state;
 	assert_int_equal(metrics_init(), 0);
+	metrics_destinations(&test_conf);
+	d0 = metrics_dest(&test_dests[0]);
+	d1 = metrics_dest(&test_dests[1]);
+	assert_int_equal(d0, 0);
+	assert_int_equal(d1, 1);
+	assert_int_equal(metrics_dest(NULL), METRICS_DEST_OTHER);
 	metrics_http_request(METRICS_ROUTE_ORDERS, 201, 300);	 /* 0.0005 */
 	metrics_http_request(METRICS_ROUTE_ORDERS, 201, 2000);	 /* 0.0025 */
 	metrics_http_request(METRICS_ROUTE_ORDERS, 400, 20000000); /* +Inf */
-	metrics_published(CONF_SINK_SQS, METRICS_PUBLISH_SENT, 7);
-	metrics_published(CONF_SINK_HTTP, METRICS_PUBLISH_FAILED, 1);
-	metrics_publish_failure(SINK_REASON_THROTTLED);
-	metrics_publish_latency(1500000);
+	metrics_published(d0, METRICS_PUBLISH_SENT, 7);
+	metrics_published(d1, METRICS_PUBLISH_FAILED, 1);
+	metrics_published(METRICS_DEST_OTHER, METRICS_PUBLISH_FAILED, 2);
+	metrics_published(METRICS_DEST_OTHER + 1, METRICS_PUBLISH_SENT, 1);
+	metrics_publish_failure(d1, SINK_REASON_THROTTLED);
+	metrics_publish_latency(d0, 1500000);
+	metrics_sink_duration(d1, 700);
 	metrics_consumer(METRICS_CONSUMER_DUPLICATE);
 	metrics_worker_restart("relay");
 	metrics_worker_restart("nobody");
@@ -93,16 +151,34 @@ test_counters_and_histograms(void **state)
 	    "route=\"/orders\"}") == 3);
 	assert_non_null(strstr(s, "outboxd_http_request_duration_seconds_sum{"
 	    "route=\"/orders\"} 20.002300\n"));
-	assert_true(sample(s, "outboxd_published_messages_total{sink=\"sqs\","
-	    "outcome=\"sent\"}") == 7);
-	assert_true(sample(s, "outboxd_published_messages_total{sink=\"http\","
-	    "outcome=\"failed\"}") == 1);
-	assert_true(sample(s, "outboxd_publish_failures_total{reason="
-	    "\"throttled\"}") == 1);
-	assert_true(sample(s, "outboxd_publish_latency_seconds_bucket{le="
-	    "\"1\"}") == 0);
-	assert_true(sample(s, "outboxd_publish_latency_seconds_bucket{le="
-	    "\"2.5\"}") == 1);
+	/* by destination and its sink; rows naming none under "(other)" */
+	assert_true(sample(s, "outboxd_published_messages_total{destination="
+	    "\"default\",sink=\"sqs\",outcome=\"sent\"}") == 7);
+	assert_true(sample(s, "outboxd_published_messages_total{destination="
+	    "\"default\",sink=\"sqs\",outcome=\"failed\"}") == 0);
+	assert_true(sample(s, "outboxd_published_messages_total{destination="
+	    "\"hooks\",sink=\"http\",outcome=\"failed\"}") == 1);
+	assert_true(sample(s, "outboxd_published_messages_total{destination="
+	    "\"(other)\",sink=\"none\",outcome=\"failed\"}") == 2);
+	assert_true(sample(s, "outboxd_published_messages_total{destination="
+	    "\"(other)\",sink=\"none\",outcome=\"sent\"}") == 0);
+	assert_true(sample(s, "outboxd_publish_failures_total{destination="
+	    "\"hooks\",sink=\"http\",reason=\"throttled\"}") == 1);
+	assert_true(sample(s, "outboxd_publish_failures_total{destination="
+	    "\"default\",sink=\"sqs\",reason=\"throttled\"}") == 0);
+	assert_true(sample(s, "outboxd_publish_latency_seconds_bucket{"
+	    "destination=\"default\",sink=\"sqs\",le=\"1\"}") == 0);
+	assert_true(sample(s, "outboxd_publish_latency_seconds_bucket{"
+	    "destination=\"default\",sink=\"sqs\",le=\"2.5\"}") == 1);
+	assert_true(sample(s, "outboxd_publish_latency_seconds_count{"
+	    "destination=\"hooks\",sink=\"http\"}") == 0);
+	assert_true(sample(s, "outboxd_sink_duration_seconds_bucket{"
+	    "destination=\"hooks\",sink=\"http\",le=\"0.001\"}") == 1);
+	assert_true(sample(s, "outboxd_sink_duration_seconds_count{"
+	    "destination=\"default\",sink=\"sqs\"}") == 0);
+	/* one family each, not one per destination */
+	assert_null(strstr(strstr(s, "# TYPE outboxd_published_messages_total")
+	    + 1, "# TYPE outboxd_published_messages_total"));
 	assert_true(sample(s, "outboxd_consumer_messages_total{outcome="
 	    "\"duplicate\"}") == 1);
 	assert_true(sample(s, "outboxd_worker_restarts_total{role="
@@ -213,6 +289,178 @@ test_ready(void **state)
 	    "no \"link\""));
 	cJSON_Delete(j);
 	assert_int_equal(strlen(buf), len);
+}
+
+/* The outbox figures by destination: NULL is the default's, names the
+ * configuration lacks are the other's (however many), paused ones of
+ * ours are shown; then a reload that drops one and adds another. */
+static void
+test_outbox_by_destination(void **state)
+{
+	static const char *const rows[] = {
+		"0|-|3|1|5000", "0|default|2|0|9250", "0|hooks|4|2|100",
+		"0|typo-1|1|0|50", "0|typo-2|0|3|-", "1|hooks|-|-|-",
+		"1|nope|-|-|-", "2|-|1|-|-",
+	};
+	PGresult	*res;
+	char		*s;
+	size_t		 len;
+	int		 d1;
+
+	(void)state;
+	assert_int_equal(metrics_init(), 0);
+	metrics_destinations(&test_conf);
+	d1 = metrics_dest(&test_dests[1]);
+	metrics_published(d1, METRICS_PUBLISH_SENT, 5);
+	res = outbox_result(rows, 8);
+	metrics_outbox_store(res);
+	PQclear(res);
+	s = metrics_render(&len);
+	assert_non_null(s);
+	assert_true(sample(s, "outboxd_outbox_rows{destination=\"default\","
+	    "status=\"pending\"}") == 5);
+	assert_true(sample(s, "outboxd_outbox_rows{destination=\"default\","
+	    "status=\"failed\"}") == 1);
+	assert_true(sample(s, "outboxd_outbox_rows{destination=\"hooks\","
+	    "status=\"pending\"}") == 4);
+	assert_true(sample(s, "outboxd_outbox_rows{destination=\"(other)\","
+	    "status=\"pending\"}") == 1);
+	assert_true(sample(s, "outboxd_outbox_rows{destination=\"(other)\","
+	    "status=\"failed\"}") == 3);
+	assert_null(strstr(s, "typo"));
+	assert_null(strstr(s, "nope"));
+	/* the oldest of the two default groups, grown since the answer */
+	assert_true(sample(s, "outboxd_outbox_oldest_pending_age_seconds{"
+	    "destination=\"default\"}") >= 9.25);
+	assert_true(sample(s, "outboxd_outbox_oldest_pending_age_seconds{"
+	    "destination=\"default\"}") < 10);
+	assert_true(sample(s, "outboxd_outbox_oldest_pending_age_seconds{"
+	    "destination=\"(other)\"}") < 1);
+	assert_true(sample(s, "outboxd_destination_paused{destination="
+	    "\"hooks\"}") == 1);
+	assert_true(sample(s, "outboxd_destination_paused{destination="
+	    "\"default\"}") == 0);
+	assert_true(sample(s, "outboxd_relay_paused") == 1);
+	free(s);
+
+	/* the reload: hooks gone (its counters stay), topic the default */
+	metrics_destinations(&test_conf2);
+	assert_int_equal(metrics_dest(&test_dests2[1]), 2);
+	res = outbox_result(rows, 8);
+	metrics_outbox_store(res);
+	PQclear(res);
+	s = metrics_render(&len);
+	assert_non_null(s);
+	assert_true(sample(s, "outboxd_published_messages_total{destination="
+	    "\"hooks\",sink=\"http\",outcome=\"sent\"}") >= 5);
+	assert_true(sample(s, "outboxd_published_messages_total{destination="
+	    "\"topic\",sink=\"sns\",outcome=\"sent\"}") == 0);
+	/* NULL rows are topic's now; hooks' rows are the other's */
+	assert_true(sample(s, "outboxd_outbox_rows{destination=\"topic\","
+	    "status=\"pending\"}") == 3);
+	assert_true(sample(s, "outboxd_outbox_rows{destination=\"default\","
+	    "status=\"pending\"}") == 2);
+	assert_true(sample(s, "outboxd_outbox_rows{destination=\"(other)\","
+	    "status=\"pending\"}") == 5);
+	assert_true(sample(s, "outboxd_outbox_rows{destination=\"hooks\","
+	    "status=\"pending\"}") == -1);
+	assert_true(sample(s, "outboxd_destination_paused{destination="
+	    "\"hooks\"}") == -1);
+	free(s);
+	metrics_destinations(&test_conf);
+}
+
+/* A state of /readyz's destinations, or NULL. */
+static const char *
+ready_state(const cJSON *j, const char *name)
+{
+	const cJSON	*d;
+
+	cJSON_ArrayForEach(d, cJSON_GetObjectItem(j, "destinations"))
+		if (strcmp(cJSON_GetObjectItem(d, "name")->valuestring,
+		    name) == 0)
+			return cJSON_GetObjectItem(d, "state")->valuestring;
+	return NULL;
+}
+
+/* /readyz by destination: another one failing is a warning, the
+ * default failing is 503, a paused one is neither. */
+static void
+test_ready_destinations(void **state)
+{
+	static const char *const ok_rows[] = { "2|-|0|-|-" };
+	static const char *const paused_rows[] = { "1|default|-|-|-",
+		"2|-|0|-|-" };
+	char		 buf[METRICS_READY_MAX];
+	size_t		 len;
+	PGresult	*res;
+	cJSON		*j;
+	int		 d0, d1;
+
+	(void)state;
+	assert_int_equal(metrics_init(), 0);
+	metrics_destinations(&test_conf);
+	d0 = metrics_dest(&test_dests[0]);
+	d1 = metrics_dest(&test_dests[1]);
+	metrics_set_workers(5, 5);
+	metrics_set_sink_unready(1);
+	res = outbox_result(ok_rows, 1);
+	metrics_outbox_store(res);
+	PQclear(res);
+	metrics_sink_outcome(d0, 1, 0);
+	metrics_sink_outcome(d1, 0, SINK_REASON_SERVER);
+	usleep(5000);
+	assert_int_equal(metrics_ready(buf, sizeof(buf), NULL, &len), 200);
+	j = cJSON_Parse(buf);
+	assert_non_null(j);
+	assert_string_equal(cJSON_GetObjectItem(j, "sink")->valuestring, "ok");
+	assert_string_equal(ready_state(j, "hooks"), "failing");
+	assert_string_equal(ready_state(j, "default"), "ok");
+	assert_non_null(strstr(cJSON_GetObjectItem(j, "warning")->valuestring,
+	    "destination \"hooks\" (http) is failing"));
+	assert_non_null(strstr(cJSON_GetObjectItem(j, "warning")->valuestring,
+	    "a server error"));
+	cJSON_Delete(j);
+
+	/* the default fails too: 503, both named */
+	metrics_sink_outcome(d0, 0, SINK_REASON_TRANSPORT);
+	usleep(5000);
+	assert_int_equal(metrics_ready(buf, sizeof(buf), NULL, &len), 503);
+	j = cJSON_Parse(buf);
+	assert_non_null(j);
+	assert_string_equal(cJSON_GetObjectItem(j, "sink")->valuestring,
+	    "failing");
+	assert_non_null(strstr(cJSON_GetObjectItem(j, "message")->valuestring,
+	    "the default destination \"default\" (sqs) is failing"));
+	assert_non_null(strstr(cJSON_GetObjectItem(j, "message")->valuestring,
+	    "\"hooks\""));
+	cJSON_Delete(j);
+
+	/* paused by the operator: not failing */
+	res = outbox_result(paused_rows, 2);
+	metrics_outbox_store(res);
+	PQclear(res);
+	assert_int_equal(metrics_ready(buf, sizeof(buf), NULL, &len), 200);
+	j = cJSON_Parse(buf);
+	assert_non_null(j);
+	assert_string_equal(ready_state(j, "default"), "paused");
+	assert_string_equal(cJSON_GetObjectItem(j, "sink")->valuestring,
+	    "paused");
+	cJSON_Delete(j);
+
+	/* a publish sent: ok again, no warning left once hooks sends */
+	res = outbox_result(ok_rows, 1);
+	metrics_outbox_store(res);
+	PQclear(res);
+	metrics_sink_outcome(d0, 1, 0);
+	metrics_sink_outcome(d1, 1, 0);
+	assert_int_equal(metrics_ready(buf, sizeof(buf), NULL, &len), 200);
+	j = cJSON_Parse(buf);
+	assert_non_null(j);
+	assert_null(cJSON_GetObjectItem(j, "warning"));
+	assert_string_equal(ready_state(j, "hooks"), "ok");
+	cJSON_Delete(j);
+	metrics_set_sink_unready(0);
 }
 
 /* Read the log file written since the last truncate. */
@@ -383,6 +631,8 @@ test_redrive_parse(void **state)
 		"{\"ids\":[]}", "{\"ids\":[0]}", "{\"ids\":[1.5]}",
 		"{\"ids\":[\"1\"]}", "{\"event_type\":\"\"}",
 		"{\"event_type\":3}", "{\"every\":true}",
+		"{\"destination\":\"hooks\"}",
+		"{\"all\":true,\"destination\":1}",
 	};
 	size_t			 i;
 
@@ -399,6 +649,12 @@ test_redrive_parse(void **state)
 	assert_int_equal(admin_redrive_parse("{\"event_type\":\"order.created\"}",
 	    31, &sel, err, sizeof(err)), 0);
 	assert_string_equal(sel.event_type, "order.created");
+	assert_null(sel.destination);
+	admin_redrive_clear(&sel);
+	assert_int_equal(admin_redrive_parse("{\"destination\":\"hooks\","
+	    "\"all\":true}", 34, &sel, err, sizeof(err)), 0);
+	assert_true(sel.all);
+	assert_string_equal(sel.destination, "hooks");
 	admin_redrive_clear(&sel);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		err[0] = '\0';
@@ -407,7 +663,35 @@ test_redrive_parse(void **state)
 		assert_true(err[0] != '\0');
 		assert_null(sel.ids);
 		assert_null(sel.event_type);
+		assert_null(sel.destination);
 	}
+}
+
+/* Names in admin URLs and outboxctl operands: 400 if they cannot be one,
+ * 404 if the configuration lacks them. */
+static void
+test_dest_check(void **state)
+{
+	char	err[512], longname[ADMIN_DEST_NAME_MAX + 1];
+
+	(void)state;
+	test_conf.path = "/etc/outbox.conf";
+	assert_int_equal(admin_dest_check(&test_conf, "hooks", err,
+	    sizeof(err)), 0);
+	assert_int_equal(admin_dest_check(&test_conf, "hook", err,
+	    sizeof(err)), -2);
+	assert_non_null(strstr(err, "no destination \"hook\""));
+	assert_int_equal(admin_dest_check(&test_conf, "", err, sizeof(err)),
+	    -1);
+	assert_int_equal(admin_dest_check(&test_conf, "a\nb", err,
+	    sizeof(err)), -1);
+	assert_int_equal(admin_dest_check(&test_conf, "\xff", err,
+	    sizeof(err)), -1);
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	assert_int_equal(admin_dest_check(&test_conf, longname, err,
+	    sizeof(err)), -1);
+	test_conf.path = NULL;
 }
 
 static void
@@ -532,10 +816,13 @@ main(void)
 		cmocka_unit_test(test_label_escape),
 		cmocka_unit_test(test_publish_reason),
 		cmocka_unit_test(test_ready),
+		cmocka_unit_test(test_outbox_by_destination),
+		cmocka_unit_test(test_ready_destinations),
 		cmocka_unit_test(test_log_json_and_limit),
 		cmocka_unit_test(test_log_cut_utf8),
 		cmocka_unit_test(test_utf8_copy),
 		cmocka_unit_test(test_redrive_parse),
+		cmocka_unit_test(test_dest_check),
 		cmocka_unit_test(test_token_equal),
 		cmocka_unit_test(test_admin_conf),
 	};
