@@ -172,7 +172,8 @@ ROLLBACK;
 SQL
 	HOLD_PID=$!
 	HOLD_SLEEP=$2
-	wait_until 10 "psql holding its transaction" holding
+	wait_until 10 "psql holding its transaction" holding ||
+		fail "psql did not hold its transaction: $(tr '\n' ' ' <"$T_DIR/hold.log")"
 }
 holding() { [ "$(sql "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep($HOLD_SLEEP)%' AND state = 'active'")" = 1 ]; }
 before=$(counts)
