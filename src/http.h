@@ -68,8 +68,9 @@ struct http_job {
 	int64_t			 handoff_us;	/* ... sent at (monotonic) */
 	int64_t			 row_id;	/* GIVE_BACK: the outbox row */
 	int			 given;		/* GIVE_BACK: done */
-	/* INSERT with an Idempotency-Key (set by http_orders_create(), the
-	 * only maker of INSERT jobs; such a job is solo). */
+	/* INSERT with an Idempotency-Key; set by http_orders.c, which alone
+	 * makes INSERT jobs (http_job_new() leaves them).  Such a job is
+	 * solo. */
 	int			 keyed;
 	int			 key_again;	/* its statement is running again */
 	char			 key[IDEMPOTENCY_KEY_MAX + 1];
