@@ -72,6 +72,19 @@ for (const lbl of ["ingest-only", "full-chain"]) {
   const eq = b1s.length > 0 && b1s.every((r) => r.orders_eq_outbox);
   row("B1 ingest", "non-2xx + socket errors (all B1 runs); orders = outbox rows", `${non2xx}; ${b1s.length ? eq : "–"}`, "", "", "0; true", b1s.length ? non2xx === 0 && eq : null, { key: "b1_errors", value: non2xx, orders_eq_outbox: eq });
 }
+{
+  // Idempotency-Key: ingest only, a unique key per request (bench/b1-keys.sh) vs none, run back
+  // to back in each repetition; the cost is the median of the pairs' own.
+  const rpsOf = (lbl) => sel(ob, { bench: "b1", label: lbl }).map((r) => r.rps);
+  const kR = rpsOf("ingest-only-keyed"), nR = rpsOf("ingest-only-nokeys");
+  const costs = kR.slice(0, nR.length).map((x, i) => 1 - x / nR[i]);
+  const c = costs.length ? med(costs) : null;
+  const spread = costs.length > 1 ? ` [${pct(Math.min(...costs))}–${pct(Math.max(...costs))}]` : "";
+  const k = b1(ob, "ingest-only-keyed", "rps"), n = b1(ob, "ingest-only-nokeys", "rps");
+  const kp = b1(ob, "ingest-only-keyed", "p99_ms");
+  const keysOk = sel(ob, { bench: "b1", label: "ingest-only-keyed" }).every((r) => r.orders_eq_keys);
+  if (k) row("B1 ingest", "req/s (HTTP workers only): a unique Idempotency-Key per request vs none, paired by repetition; keyed p99 ms; every keyed order has its key", `${fmt(k)}; p99 ${fmt(kp)}; ${keysOk}`, `none: ${fmt(n)}`, `cost ${pct(c)}${spread}`, "(info)", null, { key: "b1_idempotency_key_cost", value: val(k), peer_value: val(n), ratio_value: c, pair_costs: costs, orders_eq_keys: keysOk });
+}
 // ---- NOTIFY cost --------------------------------------------------------------------------
 {
   const self = b1(ob, "ingest-only", "rps"), off = b1(ob, "ingest-wake-off", "rps"), trig = b1(ob, "ingest-wake-trigger", "rps");

@@ -10,8 +10,10 @@
 #                    B3 5 s); figures from it are not for reporting
 #   --outboxd-only   skip the peers even when their kit is there
 #   --only LIST      run only these parts of outboxd's run, comma-separated: b1 (B1 and its
-#                    variants), ceiling (NOTIFY cost and pgbench), b2, b3, b4; implies
-#                    --outboxd-only.  For tuning; a run to report runs everything.
+#                    variants), keys (B1 ingest only with and without an Idempotency-Key
+#                    per request, also part of b1), ceiling (NOTIFY cost and pgbench), b2,
+#                    b3, b4; implies --outboxd-only.  For tuning; a run to report runs
+#                    everything.
 #   --reps N         repetitions of each measured workload (3; 1 with --quick)
 #   --out DIR        results folder (bench/results/YYYYmmdd-HHMMSS)
 #   --no-install     do not apt-get / npm ci (fail instead when something is missing)
@@ -179,11 +181,12 @@ ob_backlog() { # LABEL: outbox rows still pending ~1 s after a B1 (did the relay
   jq -cn --arg l "$1" --arg n "$n" '($n | split(" ") | map(tonumber)) as $v |
     {bench:"b1-backlog",impl:"outboxd",label:$l,pending:$v[0],rows:$v[1]}' >>"$OUT/outboxd.jsonl"
 }
-ob_b1() { # LABEL [VAR=VALUE...]: reset, start, B1
-  local lbl=$1; shift
+ob_b1() { # LABEL [VAR=VALUE...]: reset, start, B1 (B1_KEYS=1: bench/b1-keys.sh instead)
+  local lbl=$1 b1=./b1-ingest.sh; shift
+  [[ " $* " == *" B1_KEYS=1 "* ]] && b1=$BENCH/b1-keys.sh
   ob_do impl_reset >/dev/null
   ob env "$@" bash -c 'source lib.sh; load_impl; impl_up' && sleep 2
-  ob env "$@" LABEL="$lbl" ./b1-ingest.sh
+  ob env "$@" LABEL="$lbl" "$b1"
 }
 
 if want b1 || want b4; then
@@ -224,6 +227,18 @@ if want b1 || want ceiling; then
       ob_b1 ingest-wake-trigger OB_RELAYS=0 OB_CONSUMERS=0 OB_WAKE=trigger
       ob "$BENCH/ceiling.sh"
     fi
+  done
+fi
+
+if want b1 || want keys; then
+  # B1 ingest only with a unique Idempotency-Key on every request (bench/b1-keys.sh), each
+  # right after one without keys (without first in every other repetition): the cost of the
+  # keyed path (a statement and transaction per order, the key's row) against group commit.
+  for r in $(seq "$REPS"); do
+    say "outboxd: B1 ingest only, without and with an Idempotency-Key per request ($r/$REPS)"
+    if [ $((r % 2)) = 0 ]; then ob_b1 ingest-only-keyed OB_RELAYS=0 OB_CONSUMERS=0 B1_KEYS=1; fi
+    ob_b1 ingest-only-nokeys OB_RELAYS=0 OB_CONSUMERS=0
+    if [ $((r % 2)) = 1 ]; then ob_b1 ingest-only-keyed OB_RELAYS=0 OB_CONSUMERS=0 B1_KEYS=1; fi
   done
 fi
 

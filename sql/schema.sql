@@ -288,4 +288,30 @@ BEGIN
 END;
 $$;
 
+-- Idempotency-Key on POST /orders (outboxd(8), HTTP API): one row per key,
+-- written in the same transaction as the order it made, so a client that
+-- never saw its 201 (a crash after the commit) and retries finds it.
+--   key		the key as the client sent it (the sf-string unescaped)
+--   fingerprint	SHA-256 of the order's fields as parsed: customerId's
+--			UTF-8 bytes, a NUL byte, amountCents in decimal
+--   order_id		the order the key made (no foreign key: an order
+--			deleted later answers a retry 404, and the orders
+--			table keeps its deletes free of a lookup here)
+--   created_at	the key is honoured until created_at +
+--			http.idempotency_ttl; then a new order may take it,
+--			and relay 1's retention deletes the row
+-- The primary key decides between two requests that carry one key at the
+-- same moment: one makes the order, the other answers 409 or, once the
+-- first has committed, its order.
+CREATE TABLE IF NOT EXISTS outbox_idempotency_keys (
+	key		text PRIMARY KEY,
+	fingerprint	bytea NOT NULL,
+	order_id	uuid NOT NULL,
+	created_at	timestamptz NOT NULL DEFAULT now()
+);
+
+-- Retention finds expired keys oldest first, in small batches.
+CREATE INDEX IF NOT EXISTS outbox_idempotency_keys_created_idx
+	ON outbox_idempotency_keys (created_at);
+
 COMMIT;

@@ -159,6 +159,7 @@ CONF_RANGE(conf_v_retention, 0, 3650L * 24 * 3600)
 CONF_RANGE(conf_v_hooktimeout, 100, 600L * 1000)
 CONF_RANGE(conf_v_maxconns, 0, 1048576)
 CONF_RANGE(conf_v_unready, 0, 24L * 3600 * 1000)
+CONF_RANGE(conf_v_idemttl, 1, 30L * 24 * 3600)
 
 static int
 conf_v_sink(cfg_t *cfg, cfg_opt_t *opt)
@@ -314,6 +315,7 @@ static cfg_opt_t http_opts[] = {
 	CFG_INT("max_body_size", 65536, CFGF_NONE),
 	CFG_INT("db_connections", 1, CFGF_NONE),
 	CFG_INT("max_connections", 0, CFGF_NONE),
+	CFG_INT("idempotency_ttl", 86400, CFGF_NONE),
 	CFG_END()
 };
 
@@ -431,6 +433,7 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "http|max_body_size", conf_v_body);
 	cfg_set_validate_func(cfg, "http|db_connections", conf_v_dbconns);
 	cfg_set_validate_func(cfg, "http|max_connections", conf_v_maxconns);
+	cfg_set_validate_func(cfg, "http|idempotency_ttl", conf_v_idemttl);
 	cfg_set_validate_func(cfg, "relay|workers", conf_v_workers);
 	cfg_set_validate_func(cfg, "relay|batch_size", conf_v_batch);
 	cfg_set_validate_func(cfg, "relay|poll_interval", conf_v_poll);
@@ -577,6 +580,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->http.max_body_size = cfg_getint(h, "max_body_size");
 	c->http.db_connections = cfg_getint(h, "db_connections");
 	c->http.max_connections = cfg_getint(h, "max_connections");
+	c->http.idempotency_ttl = cfg_getint(h, "idempotency_ttl");
 	if (c->http.workers > 0 && conf_check_nofile(c, err, errlen) == -1)
 		return -1;
 

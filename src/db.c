@@ -378,14 +378,16 @@ db_check_schema(struct pg_conn *conn, char *err, size_t errlen)
 	int		 ok, index;
 
 	/* outbox_claim() takes destinations since they came in (and
-	 * outbox has their columns): an older schema must be applied
-	 * again. */
+	 * outbox has their columns), and the HTTP workers prepare their
+	 * Idempotency-Key statement on outbox_idempotency_keys: an older
+	 * schema must be applied again. */
 	res = PQexec(conn, "SELECT to_regclass('orders') IS NOT NULL AND "
 	    "to_regclass('outbox') IS NOT NULL AND "
 	    "to_regprocedure('outbox_notify()') IS NOT NULL AND "
 	    "to_regprocedure('outbox_stamp()') IS NOT NULL AND "
 	    "to_regclass('outbox_control') IS NOT NULL AND "
 	    "to_regclass('outbox_paused_destinations') IS NOT NULL AND "
+	    "to_regclass('outbox_idempotency_keys') IS NOT NULL AND "
 	    "to_regprocedure('outbox_claim(bigint,bigint,integer,text,text[])') "
 	    "IS NOT NULL, "
 	    "to_regclass('outbox_sent_idx') IS NOT NULL");

@@ -24,6 +24,8 @@ struct evhttp_request;
 struct http_pool;
 
 #define HTTP_BATCH_MAX		32	/* orders written by one statement */
+#define IDEMPOTENCY_KEY_MAX	255	/* characters of an Idempotency-Key */
+#define IDEMPOTENCY_FP_LEN	66	/* \x and 64 hex digits */
 
 /* A statement every connection prepares (name) or runs once (name NULL)
  * before it takes jobs. */
@@ -66,6 +68,13 @@ struct http_job {
 	int64_t			 handoff_us;	/* ... sent at (monotonic) */
 	int64_t			 row_id;	/* GIVE_BACK: the outbox row */
 	int			 given;		/* GIVE_BACK: done */
+	/* INSERT with an Idempotency-Key; set by http_orders.c, which alone
+	 * makes INSERT jobs (http_job_new() leaves them).  Such a job is
+	 * solo. */
+	int			 keyed;
+	int			 key_again;	/* its statement is running again */
+	char			 key[IDEMPOTENCY_KEY_MAX + 1];
+	char			 fingerprint[IDEMPOTENCY_FP_LEN + 1];
 };
 TAILQ_HEAD(http_jobq, http_job);
 
@@ -143,6 +152,18 @@ int		 http_orders_send(struct http_worker *, struct pg_conn *,
  * result came (the caller answers 503 with http_job_fail()). */
 void		 http_orders_answer(struct http_worker *, struct http_job *,
 		    const PGresult *res, int link);
+
+/* ---- idempotency.c: the Idempotency-Key's pure part (no I/O) --------- */
+
+/* The key of an Idempotency-Key field value v (a quoted sf-string,
+ * unescaped, or a bare token) into key (IDEMPOTENCY_KEY_MAX + 1 bytes);
+ * 0, or -1 with *why a static message for the 400. */
+int		 idempotency_key_parse(const char *v, char *key,
+		    const char **why);
+/* SHA-256 of in's customerId, a NUL and amountCents in decimal, as bytea
+ * hex input \x... into out (IDEMPOTENCY_FP_LEN + 1 bytes); 0 or -1. */
+int		 idempotency_fingerprint(const struct order_input *in,
+		    char *out);
 
 /* ---- http_pool.c: the asynchronous libpq pipeline --------------------- */
 

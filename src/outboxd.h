@@ -116,6 +116,8 @@ struct conf {
 		int	 max_connections;	/* client connections per HTTP
 						   worker; 0 = what
 						   RLIMIT_NOFILE leaves */
+		long	 idempotency_ttl;	/* s an Idempotency-Key is
+						   honoured */
 	} http;
 
 	struct {
@@ -800,7 +802,8 @@ void		 handoff_close(void);
 /* ---- retention.c: deleting old sent rows (in relay 1) ------------------ */
 
 struct retention;
-/* Start deleting sent rows older than conf->relay.retention s on a
+/* Start deleting sent rows older than conf->relay.retention s (0: none)
+ * and Idempotency-Keys older than conf->http.idempotency_ttl s on a
  * PostgreSQL connection of its own (started now, asynchronously), from
  * base's loop: the first pass 5 s from now, then one a minute.  conf must
  * outlive it.  NULL when out of memory; free with retention_free(). */

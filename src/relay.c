@@ -313,8 +313,8 @@ relay_main(struct conf *conf, int index)
 	    event_add(r.poll_ev, &tv) == -1)
 		fatalx("event_add");
 	relay_handoff_open(&r);
-	if (index == 1 && conf->relay.retention > 0 &&
-	    (r.retention = retention_new(r.base, conf)) == NULL)
+	/* Even with relay.retention 0: expired Idempotency-Keys go. */
+	if (index == 1 && (r.retention = retention_new(r.base, conf)) == NULL)
 		fatalx("retention_new");
 	for (i = 0; i < r.n_dests; i++) {
 		struct relay_dest	*d = &r.dests[i];

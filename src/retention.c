@@ -1,5 +1,6 @@
 /*
- * retention.c - deletes sent outbox rows older than relay.retention.
+ * retention.c - deletes sent outbox rows older than relay.retention, and
+ * Idempotency-Keys older than http.idempotency_ttl.
  *
  * Runs inside relay 1 of each instance, on a PostgreSQL connection of its
  * own.  On the relay's connection a mark owed during a delete would wait
@@ -15,6 +16,12 @@
  * followed by another in a second, else in RETENTION_EVERY.  The rows
  * due are found with outbox_sent_idx (sql/schema.sql), so a pass that
  * finds none reads next to nothing.
+ *
+ * Each pass then deletes expired Idempotency-Keys the same way (their
+ * own RETENTION_ROUNDS, through outbox_idempotency_keys_created_idx):
+ * the HTTP workers no longer honour them (http_orders.c), and a day of
+ * keyed orders would otherwise stay for ever.  A failed outbox delete
+ * (a trigger of the user's refusing it, say) does not keep the keys.
  */
 #include "config.h"
 
@@ -43,8 +50,12 @@ struct retention {
 	PGresult		*res;		/* ... its result, once read */
 	int			 passing;	/* a pass is under way */
 	int			 busy;		/* a delete is in flight */
-	int			 rounds;	/* statements this pass */
+	int			 keys;		/* the pass deletes keys now */
+	int			 more;		/* ... and left outbox rows due */
+	int			 rounds;	/* statements this pass (and
+						   phase) */
 	long			 total;		/* rows this pass deleted */
+	long			 total_keys;	/* keys this pass deleted */
 	int			 connect_failed; /* warned once per outage */
 	int			 stopping;
 };
@@ -95,13 +106,32 @@ retention_end(struct retention *rt, int more)
 	if (rt->total > 0)
 		log_info("retention: deleted %ld sent row(s) older than %ld s",
 		    rt->total, rt->conf->relay.retention);
+	if (rt->total_keys > 0)
+		log_info("retention: deleted %ld idempotency key(s) older than "
+		    "%ld s", rt->total_keys, rt->conf->http.idempotency_ttl);
 	rt->total = 0;
+	rt->total_keys = 0;
 	if (!rt->stopping)
 		evtimer_add(rt->timer, &tv);
 }
 
+/* The outbox rows are done (more: some are left due): on to the keys,
+ * unless stopping. */
+static void
+retention_keys_next(struct retention *rt, int more)
+{
+	rt->more = more;
+	rt->keys = 1;
+	rt->rounds = 0;
+	if (rt->stopping)
+		retention_end(rt, more);
+	else
+		retention_send(rt);
+}
+
 /* A delete's answer: go on with the pass or end it.  A failure is logged
- * and ends the pass; a broken connection is opened again by the next. */
+ * and ends its part of the pass; a broken connection is opened again by
+ * the next. */
 static void
 retention_done(struct retention *rt, PGresult *res)
 {
@@ -110,22 +140,33 @@ retention_done(struct retention *rt, PGresult *res)
 
 	rt->busy = 0;
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		log_error("retention: delete failed: %s",
+		log_error("retention: delete %sfailed: %s", rt->keys ?
+		    "of idempotency keys " : "",
 		    db_result_error(buf, sizeof(buf), res, rt->conn));
 		metrics_retention(1, 0);
-		if (PQstatus(rt->conn) != CONNECTION_OK)
+		if (PQstatus(rt->conn) != CONNECTION_OK) {
 			retention_close(rt);
-		retention_end(rt, 0);
+			retention_end(rt, 0);
+		} else if (!rt->keys)
+			retention_keys_next(rt, 0);
+		else
+			retention_end(rt, rt->more);
 		return;
 	}
 	n = atoi(PQcmdTuples(res));
-	rt->total += n;
-	metrics_retention(0, n);
+	if (rt->keys)
+		rt->total_keys += n;	/* not sent rows: not in the metric */
+	else {
+		rt->total += n;
+		metrics_retention(0, n);
+	}
 	if (n == RETENTION_BATCH && ++rt->rounds < RETENTION_ROUNDS &&
 	    !rt->stopping)
 		retention_send(rt);
+	else if (!rt->keys)
+		retention_keys_next(rt, n == RETENTION_BATCH);
 	else
-		retention_end(rt, n == RETENTION_BATCH);
+		retention_end(rt, rt->more || n == RETENTION_BATCH);
 }
 
 static void
@@ -156,6 +197,16 @@ retention_on_conn(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* Expired keys, as http_orders.c's statement sees them: created_at at
+ * or before now() - $1 s.  A key a retry is reading is not locked (the
+ * retry takes the order it names); one a new order is taking over is,
+ * and is skipped. */
+static const char retention_sql_keys[] =
+	"DELETE FROM outbox_idempotency_keys WHERE key IN (SELECT key "
+	"FROM outbox_idempotency_keys "
+	"WHERE created_at <= now() - $1 * interval '1 second' "
+	"ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)";
+
 /* Send the pass's next delete without waiting; retention_on_conn() reads
  * its answer. */
 static void
@@ -164,11 +215,13 @@ retention_send(struct retention *rt)
 	char		 age[24], lim[24];
 	const char	*p[2];
 
-	snprintf(age, sizeof(age), "%ld", rt->conf->relay.retention);
+	snprintf(age, sizeof(age), "%ld", rt->keys ?
+	    rt->conf->http.idempotency_ttl : rt->conf->relay.retention);
 	snprintf(lim, sizeof(lim), "%d", RETENTION_BATCH);
 	p[0] = age;
 	p[1] = lim;
-	if (!PQsendQueryParams(rt->conn, "DELETE FROM outbox "
+	if (!PQsendQueryParams(rt->conn, rt->keys ? retention_sql_keys :
+	    "DELETE FROM outbox "
 	    "WHERE id IN (SELECT id FROM outbox WHERE status = 'sent' AND "
 	    "sent_at < now() - $1 * interval '1 second' "
 	    "ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED)", 2, NULL, p, NULL,
@@ -244,6 +297,10 @@ retention_on_timer(evutil_socket_t fd, short what, void *arg)
 	rt->passing = 1;
 	rt->rounds = 0;
 	rt->total = 0;
+	rt->total_keys = 0;
+	/* relay.retention 0 keeps sent rows: only keys go. */
+	rt->keys = rt->conf->relay.retention == 0;
+	rt->more = 0;
 	if (rt->connecting != NULL)
 		return;			/* the pass starts once connected */
 	if (rt->conn == NULL)

@@ -192,7 +192,7 @@ impl_reset() {
   _ob_stop
   rm -f "$OB_RUN/consumers-off"
   OB_WAKE=self _ob_wake
-  _ob_sql -c "truncate orders, outbox" >/dev/null
+  _ob_sql -c "truncate orders, outbox, outbox_idempotency_keys" >/dev/null
   tools flush-waiters "$SQS_QUEUE_URL"   # also purges
   tools ddb-reset "$DDB_TABLE"
 }

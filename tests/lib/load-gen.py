@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/lib/load-gen.py --url http://127.0.0.1:PORT \
         --out PREFIX [--threads 4] [--rate 60] [--keepalive] [--tag NAME] \
-        [--timeout 10] [--duration SECONDS]
+        [--timeout 10] [--duration SECONDS] [--idempotency-key]
 
 Each thread sends POST /orders with a body no other request has
 ({"customerId": "TAG-THREAD-SEQ", "amountCents": SEQ}), so an order in the
@@ -11,7 +11,10 @@ database can be traced back to the request that made it.  --rate is the
 total number of requests started per second (0 = as fast as answers come).
 Without --keepalive every request is a new TCP connection with
 "Connection: close", so a refused connection shows as such.  With
---keepalive each thread keeps one connection open and reuses it.
+--keepalive each thread keeps one connection open and reuses it.  With
+--idempotency-key every request carries an Idempotency-Key no other request
+has ("RUN-CUSTOMER", RUN random per run), so each one takes the keyed path
+and makes an order.
 
 It runs until SIGTERM/SIGINT (or --duration) and then lets the requests
 in progress end.  Output:
@@ -61,6 +64,7 @@ class Gen:
         self.ids = open(args.out + ".ids", "a", buffering=1)
         self.fail = open(args.out + ".fail", "a", buffering=1)
         self.next_start = time.monotonic()
+        self.run_id = os.urandom(6).hex()
 
     def pace(self):
         """Wait for this request's turn so that all threads together
@@ -113,6 +117,8 @@ class Gen:
             customer = "%s-%d-%d" % (self.args.tag, tid, seq)
             body = json.dumps({"customerId": customer, "amountCents": seq})
             headers = {"Content-Type": "application/json"}
+            if self.args.idempotency_key:
+                headers["Idempotency-Key"] = '"%s-%s"' % (self.run_id, customer)
             if not keep:
                 headers["Connection"] = "close"
             t0 = now_ms()
@@ -202,6 +208,7 @@ def main():
     ap.add_argument("--tag", default="load")
     ap.add_argument("--timeout", type=float, default=10)
     ap.add_argument("--duration", type=float, default=0)
+    ap.add_argument("--idempotency-key", action="store_true")
     args = ap.parse_args()
 
     g = Gen(args)
