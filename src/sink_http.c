@@ -348,10 +348,12 @@ sink_http_start(struct httpc *hc, const struct conf_destination *d,
 		why = "out of memory";
 		goto fail;
 	}
-	/* The row's headers; the schema keeps their names to letters,
-	 * digits, '_', '-' and '.', their values free of control
-	 * characters, and refuses the names this sink sets itself and those
-	 * of HTTP's own machinery (outbox(7)). */
+	/* The row's headers, values byte for byte.  The schema and the
+	 * relay (sink_headers_check(), outbox(7)) keep their names to
+	 * letters, digits, '_', '-' and '.', their values free of control
+	 * characters and of spaces at either end (which libcurl would send
+	 * but a receiver drop), and refuse the names this sink sets itself
+	 * and those of HTTP's own machinery. */
 	for (k = 0; k < m->nheaders; k++)
 		if (httpc_header(&h, "%s: %s", m->headers[k].name,
 		    m->headers[k].value) == -1) {
