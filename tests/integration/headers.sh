@@ -30,6 +30,9 @@
 #      last_error; the same payload without headers is sent.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
+. "$T_LIB/sqs-take.sh"
+# jq_ok ARGS... -- jq -e, quietly: true when the filter yields true
+jq_ok() { jq -e "$@" >/dev/null; }
 test_init
 need_binaries
 stack_up
@@ -78,24 +81,6 @@ SQL
 	else
 		fail "1: $1: expected exit != 0 and 'ERROR:  23514: outbox.headers: $3', got exit $rc: $out"
 	fi
-}
-
-# sqs_take N FILE -- receive (with attributes) and delete messages of the
-# queue until N were read or 20 s passed; one JSON line a message in FILE
-sqs_take() {
-	local want=$1 file=$2 deadline r del
-	: >"$file"
-	deadline=$(($(date +%s) + 20))
-	while [ "$(wc -l <"$file")" -lt "$want" ] && [ "$(date +%s)" -lt $deadline ]; do
-		r=$(aws_call sqs "$SQS_ENDPOINT" ReceiveMessage "$(jq -nc --arg q "$QUEUE_URL" \
-			'{QueueUrl:$q, MaxNumberOfMessages:10, WaitTimeSeconds:1, MessageAttributeNames:["All"]}')") || continue
-		jq -c '(.Messages // [])[] | {Body, MessageAttributes}' <<<"$r" >>"$file"
-		del=$(jq -c --arg q "$QUEUE_URL" '{QueueUrl:$q, Entries:[(.Messages // []) | to_entries[] |
-			{Id:("m\(.key)"), ReceiptHandle:.value.ReceiptHandle}]}' <<<"$r")
-		[ "$(jq '.Entries | length' <<<"$del")" = 0 ] ||
-			aws_call sqs "$SQS_ENDPOINT" DeleteMessageBatch "$del" >/dev/null
-	done
-	say "read $(wc -l <"$file") message(s) of $want from the queue"
 }
 
 none_pending() { [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'pending'")" = 0 ]; }
@@ -217,37 +202,37 @@ check_eq "1+2: rows sent (before, open-1, open-2, after, 3 boundaries, 2 byte ro
 	"$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")"
 check_eq "1+2: rows not sent" 0 "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")"
 # On the queue: before, open-1, after, bound-9, bound-256, bytes-sqs.
-sqs_take 6 "$T_DIR/q1.jsonl"
+sqs_take "$QUEUE_URL" 6 "$T_DIR/q1.jsonl"
 check_eq "1: messages on the queue (before, open-1, after, 2 boundaries, bytes)" 6 "$(wc -l <"$T_DIR/q1.jsonl")"
 check_eq "1: x-seq attributes on the queue" "after before open-1" \
 	"$(jq -r '.MessageAttributes["x-seq"].StringValue // empty' "$T_DIR/q1.jsonl" | sort | paste -sd' ')"
 check "1: the 9 headers' message has EventType and h1..h9 (10 attributes)" \
-	jq -e -s --argjson h "$nine" 'map(select(.MessageAttributes.h9)) | length == 1 and
+	jq_ok -s --argjson h "$nine" 'map(select(.MessageAttributes.h9)) | length == 1 and
 		(.[0].MessageAttributes | map_values(.StringValue)) == ($h + {EventType: "test.headers"})' "$T_DIR/q1.jsonl"
 check "1: the 256-character name arrived with its 4096-byte value" \
-	jq -e -s --arg n "$(rep N 256)" --arg v "$(rep v 4096)" 'map(select(.MessageAttributes[$n].StringValue == $v)) | length == 1' "$T_DIR/q1.jsonl"
+	jq_ok -s --arg n "$(rep N 256)" --arg v "$(rep v 4096)" 'map(select(.MessageAttributes[$n].StringValue == $v)) | length == 1' "$T_DIR/q1.jsonl"
 body=$(sql "SELECT payload::text FROM outbox WHERE id = $q_id")
 jq -c --arg b "$body" 'select(.Body == $b)' "$T_DIR/q1.jsonl" >"$T_DIR/q-bytes.json"
 check_eq "2: SQS: one message whose body is payload::text" 1 "$(wc -l <"$T_DIR/q-bytes.json")"
 check "2: SQS: payload re-serialised by jsonb (keys sorted: '$body')" [ "$body" = '{"a": 1, "z": "é東"}' ]
 check "2: SQS: every attribute is a String" \
-	jq -e '[.MessageAttributes[].DataType] | all(. == "String")' "$T_DIR/q-bytes.json"
+	jq_ok '[.MessageAttributes[].DataType] | all(. == "String")' "$T_DIR/q-bytes.json"
 check "2: SQS: attributes = the headers, byte for byte, and EventType = event_type" \
-	jq -e --argjson h "$HDRS" '(.MessageAttributes | map_values(.StringValue)) == ($h + {EventType: "test.headers"})' "$T_DIR/q-bytes.json"
+	jq_ok --argjson h "$HDRS" '(.MessageAttributes | map_values(.StringValue)) == ($h + {EventType: "test.headers"})' "$T_DIR/q-bytes.json"
 # At the webhook: open-2, bound-8192, bytes-hook.
 check_eq "1+2: webhook requests" 3 "$(wc -l <"$REC")"
-check "2: webhook: every request signed" jq -e -s 'all(.sig_ok)' "$REC"
+check "2: webhook: every request signed" jq_ok -s 'all(.sig_ok)' "$REC"
 jq -c --arg id "$h_id" 'select(.headers["webhook-id"] == $id)' "$REC" >"$T_DIR/h-bytes.json"
 check_eq "2: webhook: one request for the row" 1 "$(wc -l <"$T_DIR/h-bytes.json")"
-check "2: webhook: body = payload::text" jq -e --arg b "$body" '.body == $b' "$T_DIR/h-bytes.json"
+check "2: webhook: body = payload::text" jq_ok --arg b "$body" '.body == $b' "$T_DIR/h-bytes.json"
 check "2: webhook: every header as sent, name's case and value's bytes" \
-	jq -e --argjson h "$HDRS" '. as $r | $h | to_entries |
+	jq_ok --argjson h "$HDRS" '. as $r | $h | to_entries |
 		all(. as $e | $r.header_list | map(select(.[0] == $e.key and .[1] == ($e.value | @base64))) | length == 1)' \
 	"$T_DIR/h-bytes.json"
-check "2: webhook: X-Outbox-Event-Type = event_type" jq -e '.headers["x-outbox-event-type"] == "test.headers"' "$T_DIR/h-bytes.json"
-check "2: webhook: the 8192-byte headers arrived" jq -e -s --arg v "$(rep v 4095)" \
+check "2: webhook: X-Outbox-Event-Type = event_type" jq_ok '.headers["x-outbox-event-type"] == "test.headers"' "$T_DIR/h-bytes.json"
+check "2: webhook: the 8192-byte headers arrived" jq_ok -s --arg v "$(rep v 4095)" \
 	'map(select(.headers.a == $v and .headers.b == $v)) | length == 1' "$REC"
-check "2: webhook: open-2 arrived" jq -e -s 'map(select(.headers["x-seq"] == "open-2")) | length == 1' "$REC"
+check "2: webhook: open-2 arrived" jq_ok -s 'map(select(.headers["x-seq"] == "open-2")) | length == 1' "$REC"
 
 # ---- 3: rows the schema did not check --------------------------------------------
 sql "ALTER TABLE outbox DISABLE TRIGGER outbox_check_headers"
@@ -287,7 +272,7 @@ bad-number|headers: not a JSON object whose values are strings
 bad-space|headers: header "x-a" has a space or tab at the start or end of its value (HTTP would drop it)
 bad-ten|headers: 10 headers, at most 9 (SQS and SNS take 10 message attributes and EventType is one)
 EOF
-sqs_take 3 "$T_DIR/q3.jsonl"
+sqs_take "$QUEUE_URL" 3 "$T_DIR/q3.jsonl"
 check_eq "3: messages on the queue: the good ones only" '{"good": 1} {"good": 2} {"good": 3}' \
 	"$(jq -r .Body "$T_DIR/q3.jsonl" | sort | paste -sd' ')"
 check_eq "3: the queue is empty after them (visible + in flight)" "0+0" "$(queue_in_queue)"
@@ -311,7 +296,7 @@ check_eq "4: payload + headers over max_message_size: failed after one attempt" 
 	"failed|1|message of $want bytes exceeds relay.max_message_size ($MAX_MSG bytes)" \
 	"$(sql "SELECT status || '|' || attempts || '|' || last_error FROM outbox WHERE id = $big_h")"
 check_eq "4: the same payload without headers: sent" sent "$(sql "SELECT status FROM outbox WHERE id = $big")"
-sqs_take 1 "$T_DIR/q4.jsonl"
+sqs_take "$QUEUE_URL" 1 "$T_DIR/q4.jsonl"
 check_eq "4: on the queue: only the one without headers (md5 of the body)" \
 	"$(sql "SELECT md5(payload::text) FROM outbox WHERE id = $big")" \
 	"$(jq -r .Body "$T_DIR/q4.jsonl" | tr -d '\n' | md5sum | cut -d' ' -f1)"
