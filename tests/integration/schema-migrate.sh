@@ -21,8 +21,9 @@
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
 . "$T_LIB/sqs-take.sh"
-# jq_ok ARGS... -- jq -e, quietly: true when the filter yields true
-jq_ok() { jq -e "$@" >/dev/null; }
+# jq_ok ARGS... FILE -- jq -e, quietly: true when the filter yields true
+# on FILE, which must not be empty (jq 1.6 -e is true on no input)
+jq_ok() { [ -s "${!#}" ] && jq -e "$@" >/dev/null; }
 test_init
 need_binaries
 OLD=$T_ROOT/tests/fixtures/schema-5ddeb8d.sql
