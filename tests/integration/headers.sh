@@ -23,8 +23,8 @@
 #      in one transaction with good rows: each bad row is failed after
 #      one attempt with the rule in last_error, nothing of it is sent
 #      (no such message, no such request, no injected header), the good
-#      rows of the same batches are delivered, and no value reaches the
-#      log.
+#      rows of the same batches are delivered, the webhook sink logs no
+#      failed delivery for them, and no value reaches the log.
 #   4. relay.max_message_size counts the headers: a payload that fits
 #      alone but not with its headers is failed for good with the sizes in
 #      last_error; the same payload without headers is sent.
@@ -282,6 +282,9 @@ check_eq "3: webhook requests: the good ones only" '{"good": 4} {"good": 5}' \
 check_eq "3: requests with an injected header" 0 "$(jq -s 'map(select(.headers["x-injected"])) | length' "$REC")"
 check "3: the relay logged the permanent failure with the rule" \
 	grep -qF 'publish failed after 1 attempt(s) (permanent error): headers: header \"Host\" is reserved (HTTP framing)' "$OUTBOXD_LOG"
+# Every request the webhook got was answered 200: the rows the relay
+# refused are its own line each, not failed deliveries.
+check_eq "3: webhook lines about failed deliveries" 0 "$(grep -c 'deliveries failed' "$OUTBOXD_LOG" || true)"
 check_eq "3: header values in the log" 0 "$(grep -cE 'evil\.example|X-Injected|secret-ish' "$OUTBOXD_LOG" || true)"
 
 # ---- 4: max_message_size counts the headers --------------------------------------
