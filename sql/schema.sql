@@ -49,6 +49,172 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS commit_seq bigint;
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS destination text;
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS headers jsonb;
 
+-- The rules a row's headers must keep (outbox(7), HEADERS), checked when
+-- the row is written, so that the application that wrote it hears of a
+-- mistake at once, in its own transaction, and not a relay later with a
+-- dead-lettered row.  Each header becomes an SQS or SNS message attribute
+-- of type String and a webhook request header, so the rules are the
+-- union of theirs:
+--   - SQS and SNS take 10 attributes a message and outboxd sets EventType:
+--     at most 9 headers;
+--   - SQS and SNS attribute names: 1 to 256 of [A-Za-z0-9_.-], no "..",
+--     not starting or ending with ".", not starting with "AWS." or
+--     "Amazon." in any case (reserved by AWS);
+--   - HTTP field names are case-insensitive: two names that differ only in
+--     case would be one header;
+--   - names outboxd or HTTP itself sets (EventType, the Standard Webhooks
+--     headers, hop-by-hop and framing headers, authentication) would let
+--     a row forge a signature or change how the request is delivered;
+--   - values: a string of 1 to 4096 bytes (SQS and SNS refuse an empty
+--     one), no control character but tab (CR and LF would end the header
+--     line; jsonb cannot hold NUL), no U+FFFE or U+FFFF (outside SQS's
+--     character set), no space or tab at either end (HTTP drops them, so
+--     the webhook would not get the value the row holds);
+--   - names and values together at most 8192 bytes, well inside the
+--     header section a web server accepts (nginx: 8 KiB a line).
+-- A value outside these rules that SQS or SNS refuses would fail the
+-- whole batch it is in, again on every retry.  The relays check the same
+-- rules (sink_headers_check() in src/sink.c) for rows written before this
+-- trigger existed or while it was disabled.
+--
+-- A CHECK constraint cannot say which rule a row broke; the trigger says
+-- it in the message (SQLSTATE 23514, check_violation, as a CHECK would).
+-- Rows without headers (outboxd's own order.created rows) never call it:
+-- the WHEN clause is tested on the row, without a function call.  It runs
+-- on INSERT and on an UPDATE that sets headers; rows already in the table
+-- are not checked when this file is applied.
+CREATE OR REPLACE FUNCTION outbox_check_headers() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+	v_name	text;
+	v_value	jsonb;
+	v_text	text;
+	v_lower	text[] := '{}';
+	v_names	text[] := '{}';
+	v_q	text;
+	v_i	integer;
+	v_total	bigint := 0;
+	v_why	text;
+BEGIN
+	IF jsonb_typeof(NEW.headers) = 'null' THEN
+		v_why := 'must be SQL NULL or a JSON object, not JSON null';
+	ELSIF jsonb_typeof(NEW.headers) <> 'object' THEN
+		v_why := format('must be NULL or a JSON object, not %s %s',
+		    CASE WHEN jsonb_typeof(NEW.headers) = 'array' THEN 'an'
+		    ELSE 'a' END, jsonb_typeof(NEW.headers));
+	ELSIF (SELECT count(*) FROM jsonb_object_keys(NEW.headers)) > 9 THEN
+		v_why := format('%s headers, at most 9 (SQS and SNS take 10 '
+		    'message attributes and EventType is one)',
+		    (SELECT count(*) FROM jsonb_object_keys(NEW.headers)));
+	END IF;
+
+	FOR v_name, v_value IN SELECT e.key, e.value
+	    FROM jsonb_each(CASE WHEN v_why IS NULL THEN NEW.headers END) e
+	LOOP
+		v_q := to_json(left(v_name, 64))::text ||
+		    CASE WHEN length(v_name) > 64 THEN '...' ELSE '' END;
+		IF length(v_name) = 0 THEN
+			v_why := 'header name "" is empty';
+		ELSIF length(v_name) > 256 THEN
+			v_why := format('header name %s has %s characters, '
+			    'at most 256', v_q, length(v_name));
+		ELSIF v_name !~ '^[-_.0-9A-Za-z]+$' THEN
+			v_why := format('header name %s may hold only letters, '
+			    'digits, "_", "-" and "."', v_q);
+		ELSIF lower(v_name) LIKE 'aws.%'
+		    OR lower(v_name) LIKE 'amazon.%' THEN
+			v_why := format('header name %s starts with "AWS." or '
+			    '"Amazon.", which AWS reserves', v_q);
+		ELSIF strpos(v_name, '..') > 0 THEN
+			v_why := format('header name %s has two periods in a '
+			    'row', v_q);
+		ELSIF left(v_name, 1) = '.' OR right(v_name, 1) = '.' THEN
+			v_why := format('header name %s starts or ends with '
+			    '"."', v_q);
+		ELSIF lower(v_name) IN ('eventtype', 'content-type',
+		    'user-agent', 'webhook-id', 'webhook-timestamp',
+		    'webhook-signature', 'x-outbox-event-type') THEN
+			v_why := format('header %s is reserved (set by outboxd)',
+			    v_q);
+		ELSIF lower(v_name) IN ('authorization', 'proxy-authorization',
+		    'cookie') THEN
+			v_why := format('header %s is reserved (authentication)',
+			    v_q);
+		ELSIF lower(v_name) IN ('connection', 'keep-alive', 'te',
+		    'trailer', 'transfer-encoding', 'upgrade')
+		    OR lower(v_name) LIKE 'proxy-%' THEN
+			v_why := format('header %s is reserved (hop-by-hop)',
+			    v_q);
+		ELSIF lower(v_name) IN ('host', 'content-length',
+		    'content-encoding', 'expect') THEN
+			v_why := format('header %s is reserved (HTTP framing)',
+			    v_q);
+		ELSIF lower(v_name) = ANY (v_lower) THEN
+			v_i := array_position(v_lower, lower(v_name));
+			v_why := format('headers %s and %s differ only in case '
+			    '(HTTP header names are case-insensitive)',
+			    to_json(v_names[v_i])::text, v_q);
+		ELSIF jsonb_typeof(v_value) <> 'string' THEN
+			v_why := format('header %s is %s %s, not a string', v_q,
+			    CASE WHEN jsonb_typeof(v_value) IN ('array',
+			    'object') THEN 'an' ELSE 'a' END,
+			    jsonb_typeof(v_value));
+		ELSE
+			v_text := v_value #>> '{}';
+			IF v_text = '' THEN
+				v_why := format('header %s is empty (SQS and SNS '
+				    'refuse an empty value)', v_q);
+			ELSIF octet_length(v_text) > 4096 THEN
+				v_why := format('header %s has a value of %s '
+				    'bytes, at most 4096', v_q,
+				    octet_length(v_text));
+			-- Control characters, C0 (but tab), DEL and C1: in
+			-- UTF-8 and LATIN1 databases alike these escapes are
+			-- the code points.
+			ELSIF v_text ~ '[\x01-\x08\x0a-\x1f\x7f-\x9f]' THEN
+				v_why := format('header %s has a control '
+				    'character in its value (only tab is '
+				    'allowed)', v_q);
+			ELSIF getdatabaseencoding() = 'UTF8'
+			    AND v_text ~ '[\ufffe\uffff]' THEN
+				v_why := format('header %s has U+FFFE or U+FFFF '
+				    'in its value', v_q);
+			ELSIF v_text ~ '^[ \t]|[ \t]$' THEN
+				v_why := format('header %s has a space or tab at '
+				    'the start or end of its value (HTTP would '
+				    'drop it)', v_q);
+			END IF;
+			v_total := v_total + octet_length(v_name) +
+			    octet_length(v_text);
+		END IF;
+		EXIT WHEN v_why IS NOT NULL;
+		v_lower := v_lower || lower(v_name);
+		v_names := v_names || v_name;
+	END LOOP;
+
+	IF v_why IS NULL AND v_total > 8192 THEN
+		v_why := format('%s bytes of header names and values, at most '
+		    '8192', v_total);
+	END IF;
+	IF v_why IS NOT NULL THEN
+		RAISE EXCEPTION USING ERRCODE = 'check_violation',
+		    MESSAGE = 'outbox.headers: ' || v_why,
+		    DETAIL = format('outbox row id %s, event_type %s', NEW.id,
+			coalesce(to_json(NEW.event_type)::text, 'NULL')),
+		    HINT = 'The rules are in outbox(7), HEADERS.',
+		    TABLE = 'outbox', COLUMN = 'headers';
+	END IF;
+	RETURN NEW;
+END;
+$$;
+
+DROP TRIGGER IF EXISTS outbox_check_headers ON outbox;
+CREATE TRIGGER outbox_check_headers
+	BEFORE INSERT OR UPDATE OF headers ON outbox
+	FOR EACH ROW
+	WHEN (NEW.headers IS NOT NULL)
+	EXECUTE FUNCTION outbox_check_headers();
+
 -- Commit order per key.  An id (or created_at) is taken at insert time, but
 -- a row becomes visible at commit, and two transactions writing one key can
 -- commit in the other order.  At commit, a deferred trigger takes a lock on

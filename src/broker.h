@@ -111,17 +111,22 @@ struct sqs_message {
 /* 1 if the queue URL names a FIFO queue (ends in ".fifo"), else 0. */
 int		 sqs_queue_is_fifo(const char *queue_url);
 /*
- * SendMessageBatch body for msgs[0..n-1] (AWS SQS API: SendMessageBatch).
- * Returns the JSON text (caller frees) and its length in *len, or NULL.
+ * SendMessageBatch body for msgs[0..n-1] (AWS SQS API: SendMessageBatch):
+ * body = payload, String message attributes EventType and the row's
+ * headers, values byte for byte.  A message whose outcome is
+ * SINK_REJECTED (the relay refused it) is left out.  Returns the JSON
+ * text (caller frees) and its length in *len, or NULL (also when every
+ * message was left out).
  */
 char		*sqs_send_batch_body(const char *queue_url,
 		    const struct outbox_msg *msgs, int n, size_t *len);
 /*
  * Set outcome, reason and error of every msg from a SendMessageBatch
  * reply (Successful -> SINK_SENT; Failed with SenderFault ->
- * SINK_REJECTED, else SINK_RETRY; in neither list -> SINK_RETRY).  Any
- * previous error pointer is overwritten, not freed.  Returns the number
- * of SINK_SENT.
+ * SINK_REJECTED, else SINK_RETRY; in neither list -> SINK_RETRY).  A
+ * message already SINK_REJECTED was not sent and is left as it is; any
+ * other's previous error pointer is overwritten, not freed.  Returns the
+ * number of SINK_SENT.
  */
 int		 sqs_send_batch_parse(const struct cJSON *reply,
 		    struct outbox_msg *msgs, int n);
@@ -315,6 +320,26 @@ size_t		 sink_header_size(const struct outbox_header *);
 int		 sink_headers_parse(const char *json, size_t len,
 		    struct outbox_header **out, int *n);
 void		 sink_headers_free(struct outbox_header *, int n);
+/* The header rules of outbox(7), HEADERS (sql/schema.sql checks them when
+ * a row is written): at most SINK_HEADERS_MAX headers, names 1 to
+ * SINK_HEADER_NAME_MAX of [A-Za-z0-9_.-] (SQS and SNS attribute names),
+ * values 1 to SINK_HEADER_VALUE_MAX bytes, all of them together at most
+ * SINK_HEADERS_BYTES_MAX bytes. */
+#define SINK_HEADERS_MAX	9	/* SQS and SNS: 10 attributes, one is
+					   EventType */
+#define SINK_HEADER_NAME_MAX	256	/* characters */
+#define SINK_HEADER_VALUE_MAX	4096	/* bytes */
+#define SINK_HEADERS_BYTES_MAX	8192	/* bytes of every name and value */
+/*
+ * Check h[0..n-1] against those rules, as sql/schema.sql's
+ * outbox_check_headers() does, for rows it did not check (written before
+ * it existed, or while it was disabled): a header that SQS or SNS refuses
+ * fails its whole batch on every retry, and one that breaks a webhook's
+ * header block must never be sent.  Returns 0, or -1 with the rule
+ * broken, naming the header (never its value), in why (len bytes).
+ */
+int		 sink_headers_check(const struct outbox_header *h, int n,
+		    char *why, size_t len);
 
 /*
  * relay.sink = "sqs": up to 10 messages with one SendMessageBatch (AWS

@@ -167,6 +167,7 @@ relay_sink_add(struct relay *r, const struct claimed_row *row, int attempts,
 	int64_t			 lease_end = row->claimed_us +
 				    row->lease_ms * 1000;
 	struct outbox_header	*hdr = NULL;
+	char			 why[512];
 	int			 nhdr = 0, bad_headers, i;
 
 	bad_headers = sink_headers_parse(row->headers, row->headers_len, &hdr,
@@ -207,7 +208,8 @@ relay_sink_add(struct relay *r, const struct claimed_row *row, int attempts,
 	m->reason = SINK_REASON_OTHER;	/* the sink says why, if it fails */
 	if (m->event_type == NULL || m->key == NULL || m->payload == NULL)
 		fatal("strndup");
-	/* Retrying cannot help any of these. */
+	/* Retrying cannot help any of these.  The schema checks the header
+	 * rules when a row is written; this is for rows it did not check. */
 	if (d->sink == NULL && row->destination == NULL)
 		relay_sink_refuse(m, SINK_REASON_REJECTED, "no destination: "
 		    "the row names none and outbox.conf has no default (set "
@@ -219,6 +221,8 @@ relay_sink_add(struct relay *r, const struct claimed_row *row, int attempts,
 	else if (bad_headers)
 		relay_sink_refuse(m, SINK_REASON_REJECTED, "headers: not a "
 		    "JSON object whose values are strings");
+	else if (sink_headers_check(hdr, nhdr, why, sizeof(why)) == -1)
+		relay_sink_refuse(m, SINK_REASON_REJECTED, "headers: %s", why);
 	else if (size > budget)
 		relay_sink_refuse(m, SINK_REASON_TOO_LARGE, "message of %zu "
 		    "bytes exceeds relay.max_message_size (%zu bytes)", size,

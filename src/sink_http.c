@@ -63,6 +63,8 @@ struct sink_http_call {
 	struct outbox_msg	*msgs;
 	int			 n;
 	int			 pending;	/* deliveries not yet done */
+	unsigned int		 refused;	/* bit i: msgs[i] refused by
+						   the relay, not sent */
 	sink_done_cb		*done;
 	void			*arg;
 	struct sink_http_one	 one[SINK_HTTP_MAX_BATCH];
@@ -218,9 +220,13 @@ static void
 sink_http_finish(struct sink_http_call *call)
 {
 	const char	*first = NULL;
-	int		 i, nretry = 0, nrej = 0, nsent = 0;
+	int		 i, nretry = 0, nrej = 0, nsent = 0, n = 0;
 
 	for (i = 0; i < call->n; i++) {
+		/* Never sent: the relay logs its own refusals. */
+		if (call->refused & (1U << i))
+			continue;
+		n++;
 		switch (call->msgs[i].outcome) {
 		case SINK_SENT:
 			nsent++;
@@ -241,10 +247,10 @@ sink_http_finish(struct sink_http_call *call)
 		log_limited_kv(&call->t->call_limit, LOG_LEVEL_WARN,
 		    (const char *[]){ "destination", call->t->dest->name,
 		    NULL }, "webhook: %d of %d deliveries failed (%d to retry, "
-		    "%d rejected); first: %s", nretry + nrej, call->n, nretry,
+		    "%d rejected); first: %s", nretry + nrej, n, nretry,
 		    nrej, first != NULL ? first : "?");
 	else {
-		log_debug("webhook: %d of %d delivered", nsent, call->n);
+		log_debug("webhook: %d of %d delivered", nsent, n);
 		log_limit_end(&call->t->call_limit, "webhook delivery");
 	}
 	call->done(call->msgs, call->n, call->arg);
@@ -348,10 +354,12 @@ sink_http_start(struct httpc *hc, const struct conf_destination *d,
 		why = "out of memory";
 		goto fail;
 	}
-	/* The row's headers; the schema keeps their names to letters,
-	 * digits, '_', '-' and '.', their values free of control
-	 * characters, and refuses the names this sink sets itself and those
-	 * of HTTP's own machinery (outbox(7)). */
+	/* The row's headers, values byte for byte.  The schema and the
+	 * relay (sink_headers_check(), outbox(7)) keep their names to
+	 * letters, digits, '_', '-' and '.', their values free of control
+	 * characters and of spaces at either end (which libcurl would send
+	 * but a receiver drop), and refuse the names this sink sets itself
+	 * and those of HTTP's own machinery. */
 	for (k = 0; k < m->nheaders; k++)
 		if (httpc_header(&h, "%s: %s", m->headers[k].name,
 		    m->headers[k].value) == -1) {
@@ -422,6 +430,7 @@ sink_http_publish(struct httpc *hc, struct sink_target *t,
 		 * as good as answered. */
 		if (msgs[i].outcome == SINK_REJECTED) {
 			msgs[i].answered = 1;
+			call->refused |= 1U << i;
 			continue;
 		}
 		msgs[i].outcome = SINK_RETRY;

@@ -32,6 +32,8 @@ struct sink_sqs_call {
 	int			 n;
 	sink_done_cb		*done;
 	void			*arg;
+	unsigned int		 refused;	/* bit i: msgs[i] refused by
+						   the relay, not sent */
 };
 
 static void
@@ -59,6 +61,10 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 		    NULL }, "SendMessageBatch of %d messages failed, will "
 		    "retry: %s", call->n, why != NULL ? why : "?");
 		for (i = 0; i < call->n; i++) {
+			/* Refused by the relay, not sent: its verdict
+			 * stays. */
+			if (call->refused & (1U << i))
+				continue;
 			call->msgs[i].outcome = SINK_RETRY;
 			call->msgs[i].reason = sqs_send_batch_reason(
 			    res->status, res->error_type, res->error_message);
@@ -69,7 +75,8 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 		sent = sqs_send_batch_parse(res->json, call->msgs, call->n);
 		if (sent != call->n) {
 			for (i = 0; i < call->n; i++) {
-				if (call->msgs[i].outcome == SINK_SENT)
+				if (call->msgs[i].outcome == SINK_SENT ||
+				    (call->refused & (1U << i)))
 					continue;
 				snprintf(id, sizeof(id), "%lld",
 				    (long long)call->msgs[i].id);
@@ -99,6 +106,7 @@ sink_sqs_publish(struct httpc *hc, struct sink_target *t,
 	char			*body;
 	size_t			 len;
 	long			 timeout;
+	int			 i;
 
 	if (n < 1 || n > SQS_MAX_BATCH) {
 		log_warnx("sink_sqs_publish: %d messages (1..%d)", n,
@@ -126,6 +134,9 @@ sink_sqs_publish(struct httpc *hc, struct sink_target *t,
 	call->n = n;
 	call->done = done;
 	call->arg = arg;
+	for (i = 0; i < n; i++)
+		if (msgs[i].outcome == SINK_REJECTED)
+			call->refused |= 1U << i;
 	timeout = d->timeout > 0 ? d->timeout : SINK_DEFAULT_TIMEOUT;
 	if (aws_call(hc, t->conf, AWS_SQS, "SendMessageBatch", body, len, timeout,
 	    sink_sqs_reply, call, free) == -1) {

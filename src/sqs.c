@@ -67,7 +67,7 @@ sqs_send_batch_body(const char *queue_url, const struct outbox_msg *msgs,
 	cJSON			*root, *entries, *e, *attrs, *attr;
 	char			 id[32], *body;
 	size_t			 blen;
-	int			 i, fifo;
+	int			 i, fifo, nentries = 0;
 
 	if (queue_url == NULL || n < 1)
 		return (NULL);
@@ -79,8 +79,14 @@ sqs_send_batch_body(const char *queue_url, const struct outbox_msg *msgs,
 		goto fail;
 	for (i = 0; i < n; i++) {
 		m = &msgs[i];
+		/* Refused by the relay (too large, headers that break the
+		 * rules): never sent.  Sent with the others, an attribute
+		 * SQS refuses would fail the whole batch. */
+		if (m->outcome == SINK_REJECTED)
+			continue;
 		if (m->payload == NULL)
 			goto fail;
+		nentries++;
 		/* payload_len is authoritative; the text may lack a NUL. */
 		blen = m->payload_len != 0 ? m->payload_len :
 		    strlen(m->payload);
@@ -113,8 +119,9 @@ sqs_send_batch_body(const char *queue_url, const struct outbox_msg *msgs,
 			    cJSON_AddStringToObject(attr, "StringValue",
 			    m->event_type) == NULL))
 				goto fail;
-			/* The row's headers, each a String attribute (the
-			 * schema keeps their names to SQS's rules). */
+			/* The row's headers, each a String attribute with
+			 * the value byte for byte (the schema and the relay,
+			 * sink_headers_check(), keep them to SQS's rules). */
 			for (h = 0; h < m->nheaders; h++)
 				if ((attr = cJSON_AddObjectToObject(attrs,
 				    m->headers[h].name)) == NULL ||
@@ -138,6 +145,8 @@ sqs_send_batch_body(const char *queue_url, const struct outbox_msg *msgs,
 				goto fail;
 		}
 	}
+	if (nentries == 0)
+		goto fail;
 	return (aws_json_print(root, len));
 
 fail:
@@ -204,11 +213,13 @@ sqs_send_batch_parse(const struct cJSON *reply, struct outbox_msg *msgs,
 	const cJSON	*list, *e, *sf;
 	const char	*code, *text;
 	int		 i, sent = 0;
-	enum { SEEN_NONE, SEEN_OK, SEEN_FAILED } *seen;
+	enum { SEEN_NONE, SEEN_OK, SEEN_FAILED, SEEN_NOT_SENT } *seen;
 
 	if ((seen = calloc(n > 0 ? n : 1, sizeof *seen)) == NULL) {
-		/* Cannot tell: everything is retried. */
+		/* Cannot tell: everything sent is retried. */
 		for (i = 0; i < n; i++) {
+			if (msgs[i].outcome == SINK_REJECTED)
+				continue;
 			msgs[i].outcome = SINK_RETRY;
 			msgs[i].reason = SINK_REASON_OTHER;
 			msgs[i].error = NULL;
@@ -217,6 +228,12 @@ sqs_send_batch_parse(const struct cJSON *reply, struct outbox_msg *msgs,
 	}
 
 	for (i = 0; i < n; i++) {
+		/* Not in the request (sqs_send_batch_body): the relay's
+		 * verdict and error stay, whatever the reply says. */
+		if (msgs[i].outcome == SINK_REJECTED) {
+			seen[i] = SEEN_NOT_SENT;
+			continue;
+		}
 		msgs[i].outcome = SINK_RETRY;
 		msgs[i].reason = SINK_REASON_SERVER;	/* SQS lost it */
 		msgs[i].error = NULL;

@@ -36,7 +36,7 @@ ONLY=()
 # The scenarios the sanitizer build runs: every worker and the master,
 # stops (a worker giving up a hung broker call frees what it aborts),
 # kills, reloads, bad input and strict framing on both listeners, both
-# sinks, slow claims.  The
+# sinks, slow claims, headers a relay must refuse.  The
 # environment's SAN_SCENARIOS (space-separated) replaces the list, and
 # makes the pass run even when SCENARIOs are named.
 SAN_ALWAYS=0
@@ -47,7 +47,7 @@ else
 	SAN_SCENARIOS=(e2e-200 bad-input relay-kill relay-stop-drain relay-slow-claim
 		webhook master-reload master-stop ops-admin relay-handoff
 		http-strict admin-strict json-strict config-destinations
-		ops-destinations idempotency)
+		ops-destinations idempotency headers)
 fi
 for a in "$@"; do
 	case $a in

@@ -148,6 +148,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 pass
             hdrs.append((k, v))
         req = Request(self.command, self.path, hdrs, body)
+        # the bytes as they came (http.client decodes them as latin-1)
+        req.raw_headers = [(k, v.encode("latin-1")) for k, v in self.headers.items()]
         try:
             resp = self.server.hook(req)
         except Exception as e:  # a bug in the hook must not kill the proxy

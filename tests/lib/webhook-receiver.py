@@ -12,8 +12,9 @@ sequence of statuses.
 
 Every request but /__control is appended to --record as one JSON line:
     {"n", "t" (unix time, float, at arrival), "method", "path",
-     "headers" {lower-case name: value}, "body" (text, UTF-8, errors
-     replaced), "body_b64", "body_sha256", "sig_ok" (bool), "sig_error"
+     "headers" {lower-case name: value}, "header_list" [[name as sent,
+     base64 of the value's bytes as sent], ...] in arrival order, "body"
+     (text, UTF-8, errors replaced), "body_b64", "body_sha256", "sig_ok" (bool), "sig_error"
      (why not, or null), "ts_skew" (s between webhook-timestamp and
      arrival, or null), "status" (what was answered)}
 
@@ -126,6 +127,8 @@ class Receiver:
             rec = {
                 "n": n, "t": now, "method": req.method, "path": req.target,
                 "headers": {k.lower(): v for k, v in req.headers},
+                "header_list": [[k, base64.b64encode(v).decode()]
+                                for k, v in req.raw_headers],
                 "body": req.body.decode("utf-8", "replace"),
                 "body_b64": base64.b64encode(req.body).decode(),
                 "body_sha256": hashlib.sha256(req.body).hexdigest(),
