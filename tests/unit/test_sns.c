@@ -28,9 +28,10 @@
 #define HARD_TEXT	"\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80 a&b=c+d%e/f~g"
 #define HARD_ENCODED	"%C3%A9%20%E2%9C%93%20%F0%9F%98%80%20a%26b%3Dc%2Bd%25e%2Ff~g"
 
-#define RESP_HEAD	"<?xml version=\"1.0\"?>\n<PublishBatchResponse " \
+#define RESP_ROOT	"<PublishBatchResponse " \
 			"xmlns=\"http://sns.amazonaws.com/doc/2010-03-31/\">" \
 			"<PublishBatchResult>"
+#define RESP_HEAD	"<?xml version=\"1.0\"?>\n" RESP_ROOT
 #define RESP_TAIL	"</PublishBatchResult><ResponseMetadata><RequestId>" \
 			"r1</RequestId></ResponseMetadata></PublishBatchResponse>"
 
@@ -437,15 +438,15 @@ test_parse_doctype_refused(void **state)
 	    "<!ENTITY lol7 \"&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;\">"
 	    "<!ENTITY lol8 \"&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;\">"
 	    "<!ENTITY lol9 \"&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;\">"
-	    "]>" RESP_HEAD "<Failed><member><Id>1</Id><Code>&lol9;</Code>"
+	    "]>" RESP_ROOT "<Failed><member><Id>1</Id><Code>&lol9;</Code>"
 	    "<SenderFault>true</SenderFault></member></Failed>" RESP_TAIL;
 	static const char external[] = "<?xml version=\"1.0\"?>\n"
 	    "<!DOCTYPE r [<!ENTITY x SYSTEM \"file:///etc/passwd\">]>"
-	    RESP_HEAD "<Successful><member><Id>1</Id><MessageId>&x;"
+	    RESP_ROOT "<Successful><member><Id>1</Id><MessageId>&x;"
 	    "</MessageId></member></Successful>" RESP_TAIL;
 	static const char external_dtd[] = "<?xml version=\"1.0\"?>\n"
 	    "<!DOCTYPE PublishBatchResponse SYSTEM \"http://127.0.0.1:1/x.dtd\">"
-	    RESP_HEAD "<Successful><member><Id>1</Id></member></Successful>"
+	    RESP_ROOT "<Successful><member><Id>1</Id></member></Successful>"
 	    RESP_TAIL;
 	struct sns_error	e;
 
