@@ -46,7 +46,7 @@ if [ -n "${SAN_SCENARIOS:-}" ]; then
 else
 	SAN_SCENARIOS=(e2e-200 bad-input relay-kill relay-stop-drain relay-slow-claim
 		webhook master-reload master-stop ops-admin relay-handoff
-		http-strict admin-strict json-strict)
+		http-strict admin-strict json-strict sns)
 fi
 for a in "$@"; do
 	case $a in
