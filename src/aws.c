@@ -5,6 +5,11 @@
  * (CURLOPT_AWS_SIGV4).  Errors come back as JSON {"__type", "message"}
  * (AWS JSON 1.0 protocol, error responses).
  *
+ * SNS speaks only the query protocol: the same signed POST /, but a
+ * form-encoded body that names the Action, and XML back, errors as
+ * ErrorResponse/Error/{Type,Code,Message} (AWS query protocol; read by
+ * sns.c).  Signing is the same for both: libcurl hashes whatever body.
+ *
  * Secrets (secret key, session token) go to libcurl only, never to a log.
  */
 #include "config.h"
@@ -42,7 +47,7 @@ aws_abort(void *arg)
 static const char *
 aws_service_name(enum aws_service svc)
 {
-	return (svc == AWS_SQS ? "SQS" : "DynamoDB");
+	return (svc == AWS_SQS ? "SQS" : svc == AWS_SNS ? "SNS" : "DynamoDB");
 }
 
 
@@ -67,6 +72,41 @@ aws_error_type(const char *type, char *buf, size_t len)
 	return (buf);
 }
 
+/* A query protocol answer (SNS): the body is the caller's to parse;
+ * an error's code and message are read here. */
+static void
+aws_query_done(const struct httpc_response *resp, struct aws_ctx *ctx,
+    struct aws_result *res)
+{
+	struct sns_error	*e;
+	char			 msg[64];
+
+	res->body = resp->body;
+	res->body_len = resp->body_len;
+	if (resp->status >= 200 && resp->status < 300) {
+		res->ok = 1;
+		ctx->cb(res, ctx->arg);
+		return;
+	}
+	if ((e = calloc(1, sizeof(*e))) != NULL &&
+	    sns_error_parse(resp->body, resp->body_len, e) == 0) {
+		if (e->code[0] != '\0')
+			res->error_type = e->code;
+		if (e->message[0] != '\0')
+			res->error_message = e->message;
+	}
+	if (res->error_message == NULL) {
+		snprintf(msg, sizeof msg, "HTTP %ld", resp->status);
+		res->error_message = msg;
+	}
+	log_debug("%s %s: HTTP %ld %s: %s", aws_service_name(ctx->svc),
+	    ctx->action, resp->status,
+	    res->error_type != NULL ? res->error_type : "-",
+	    res->error_message);
+	ctx->cb(res, ctx->arg);
+	free(e);
+}
+
 static void
 aws_done(const struct httpc_response *resp, void *arg)
 {
@@ -85,6 +125,13 @@ aws_done(const struct httpc_response *resp, void *arg)
 		    aws_service_name(ctx->svc), ctx->action, resp->curl_error);
 		goto out;
 	}
+	if (ctx->svc == AWS_SNS) {
+		aws_query_done(resp, ctx, &res);
+		free(ctx);
+		return;
+	}
+	res.body = resp->body;
+	res.body_len = resp->body_len;
 	if (resp->body_len != 0)
 		res.json = cJSON_ParseWithLength(resp->body, resp->body_len);
 	else if (resp->status >= 200 && resp->status < 300)
@@ -133,13 +180,16 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 	struct httpc_request	 r;
 	struct curl_slist	*h = NULL;
 	struct aws_ctx		*ctx;
-	const char		*endpoint, *target, *signame;
+	const char		*endpoint, *target = NULL, *signame;
 	char			 url[1024], sigv4[128];
 
 	if (svc == AWS_SQS) {
 		endpoint = conf->aws.sqs_endpoint;
 		target = "AmazonSQS";
 		signame = "sqs";
+	} else if (svc == AWS_SNS) {
+		endpoint = conf->aws.sns_endpoint;
+		signame = "sns";
 	} else {
 		endpoint = conf->aws.dynamodb_endpoint;
 		target = "DynamoDB_20120810";
@@ -170,7 +220,13 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 	 * "Expect:" that is never sent (seen with 7.88: a wrong signature),
 	 * so set only headers that go on the wire.
 	 */
-	if (httpc_header(&h, "Content-Type: application/x-amz-json-1.0") ||
+	if (target == NULL) {
+		/* The query protocol: the body names the action. */
+		if (httpc_header(&h, "Content-Type: "
+		    "application/x-www-form-urlencoded; charset=utf-8"))
+			goto nomem;
+	} else if (httpc_header(&h,
+	    "Content-Type: application/x-amz-json-1.0") ||
 	    httpc_header(&h, "X-Amz-Target: %s.%s", target, action))
 		goto nomem;
 	/* libcurl does not add the token itself; as a header it is

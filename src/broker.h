@@ -59,15 +59,27 @@ int		 httpc_post(struct httpc *, const struct httpc_request *,
  * NULL), so callers check once after building it. */
 int		 httpc_header(struct curl_slist **list, const char *fmt, ...)
 		    OUTBOXD_PRINTF(2, 3);
+/* Run cb from the event loop, soon, with an empty response (curl_code 0,
+ * status 0), for a caller that has its answer without asking anyone but
+ * must answer later; httpc_free() first calls arg_free (unless NULL)
+ * instead.  Returns -1 (cb never runs) if out of memory. */
+int		 httpc_later(struct httpc *, httpc_cb *cb, void *arg,
+		    void (*arg_free)(void *));
 
-/* ---- aws.c: AWS JSON protocol over httpc, signed with SigV4 ----------- */
+/* ---- aws.c: AWS JSON and query protocols over httpc, SigV4 ------------ */
 
-enum aws_service { AWS_SQS, AWS_DYNAMODB };
+/* SQS and DynamoDB speak JSON 1.0; SNS the query protocol (form-encoded
+ * request, XML reply). */
+enum aws_service { AWS_SQS, AWS_DYNAMODB, AWS_SNS };
 
 struct aws_result {
 	int		 ok;		/* HTTP 2xx and a JSON body */
 	long		 status;	/* HTTP status, 0 = transport error */
-	struct cJSON	*json;		/* parsed body or NULL; freed after cb */
+	struct cJSON	*json;		/* parsed body or NULL; freed after cb;
+					   always NULL for AWS_SNS */
+	const char	*body;		/* the reply as it came (AWS_SNS: the
+					   XML to parse); valid during cb */
+	size_t		 body_len;	/* bytes */
 	const char	*error_type;	/* "ConditionalCheckFailedException",
 					   "QueueDoesNotExist", ... or NULL */
 	const char	*error_message;	/* service or transport text, or NULL */
@@ -80,7 +92,11 @@ typedef void	 aws_cb(const struct aws_result *, void *arg);
  * Call ACTION (e.g. "SendMessageBatch", "PutItem") of service with the JSON
  * request body, signed with SigV4 for conf->aws.region (AWS Signature
  * Version 4; JSON 1.0 protocol: X-Amz-Target + application/x-amz-json-1.0;
- * X-Amz-Security-Token when a session token is set).  timeout in ms.  cb
+ * X-Amz-Security-Token when a session token is set).  For AWS_SNS the
+ * body is the query protocol's form (it names the Action itself; action
+ * is only for log lines), sent as application/x-www-form-urlencoded;
+ * ok means HTTP 2xx, and an ErrorResponse sets error_type (its Code) and
+ * error_message.  timeout in ms.  cb
  * runs once, later; if httpc_free() aborts the call first, cb never runs
  * and arg_free (unless NULL) is called with arg instead.  Returns -1 (cb
  * never runs, arg is the caller's) if the request could not be started.
@@ -364,9 +380,72 @@ extern const struct sink sink_http;
 /*
  * A destination's sink = "sns": up to 10 messages with one PublishBatch
  * (AWS SNS API: PublishBatch, query protocol) to its topic_arn; message
- * attributes EventType and the row's headers.  Answered like SQS's.
+ * attributes EventType and the row's headers.  Answered like SQS's.  A
+ * message SNS could never take (over SNS_MAX_BATCH_BYTES, more than
+ * SNS_MAX_ATTRIBUTES attributes) is SINK_REJECTED unsent; a call whose
+ * messages exceed SNS_MAX_BATCH_BYTES together is sent as several
+ * requests.  The call is answered whole.
  */
 extern const struct sink sink_sns;
+
+/* ---- sns.c: SNS query protocol bodies and XML replies (no I/O) -------- */
+
+#define SNS_MAX_BATCH_BYTES	262144	/* a PublishBatch's messages and
+					   attributes, all together (SNS) */
+#define SNS_MAX_ATTRIBUTES	10	/* message attributes a message may
+					   have (SNS) */
+#define SNS_TEXT_LEN		513	/* bytes kept of a text in a reply,
+					   NUL included (longer is cut) */
+
+/* An ErrorResponse/Error: Type ("Sender", "Receiver"), Code
+ * ("NotFound", "AuthorizationError", "Throttled", ...), Message. */
+struct sns_error {
+	char	type[SNS_TEXT_LEN];
+	char	code[SNS_TEXT_LEN];
+	char	message[SNS_TEXT_LEN];
+};
+
+/* 1 if the topic ARN names a FIFO topic (ends in ".fifo"), else 0. */
+int		 sns_topic_is_fifo(const char *topic_arn);
+/* The message attributes m is sent with: EventType (unless the event
+ * type is empty) and one per header. */
+int		 sns_msg_attributes(const struct outbox_msg *m);
+/* Bytes m counts toward SNS's limits: payload, and each attribute's
+ * name, type "String" and value (as relay.max_message_size counts). */
+size_t		 sns_msg_size(const struct outbox_msg *m);
+/*
+ * PublishBatch form body (AWS SNS API: PublishBatch, query protocol) for
+ * the msgs[0..n-1] not already SINK_REJECTED: entry Id = the outbox id,
+ * Message = payload, String message attributes EventType and the
+ * headers; for a ".fifo" topic MessageGroupId = key and
+ * MessageDeduplicationId = id.  Values are percent-encoded per RFC 3986.
+ * Returns the text (caller frees) and its length in *len, or NULL (out
+ * of memory, or nothing to send).
+ */
+char		*sns_publish_batch_body(const char *topic_arn,
+		    const struct outbox_msg *msgs, int n, size_t *len);
+/*
+ * Set outcome, reason and error (malloc'd; any previous pointer is
+ * overwritten, not freed) of every msg not already SINK_REJECTED from a
+ * PublishBatch reply of len bytes: Successful -> SINK_SENT; Failed with
+ * SenderFault true -> SINK_REJECTED, else SINK_RETRY; in neither ->
+ * SINK_RETRY; listed in both -> as Failed.  Returns the number of
+ * SINK_SENT, or -1 if the XML is not a PublishBatchResponse (malformed,
+ * truncated, a DOCTYPE) when every such msg is SINK_RETRY.
+ */
+int		 sns_publish_batch_parse(const char *xml, size_t len,
+		    struct outbox_msg *msgs, int n);
+/* An ErrorResponse of len bytes into *e (fields "" when absent).  0, or
+ * -1 when it is not one (e is cleared). */
+int		 sns_error_parse(const char *xml, size_t len,
+		    struct sns_error *e);
+/* 1 if an SNS error code or message says it throttles. */
+int		 sns_throttled(const char *code, const char *text);
+/* The enum sink_reason of a PublishBatch that failed as a whole: HTTP
+ * status (0 = no answer), the error's code and message (either may be
+ * NULL); as sqs_send_batch_reason() for SQS. */
+int		 sns_publish_batch_reason(long status, const char *code,
+		    const char *message);
 
 /*
  * The Standard Webhooks signature of one delivery into out (outlen >=

@@ -42,7 +42,8 @@ struct httpc_sock {
 struct httpc_req {
 	LIST_ENTRY(httpc_req)	 entry;
 	struct httpc		*hc;
-	CURL			*easy;
+	CURL			*easy;		/* NULL: httpc_later() */
+	struct event		*later;		/* httpc_later()'s timer */
 	struct curl_slist	*headers;
 	char			*body;	/* POSTFIELDS: kept to the end */
 	char			*buf;		/* response body */
@@ -74,6 +75,8 @@ httpc_req_free(struct httpc_req *req)
 {
 	if (req->easy != NULL)
 		curl_easy_cleanup(req->easy);
+	if (req->later != NULL)
+		event_free(req->later);
 	curl_slist_free_all(req->headers);
 	free(req->body);
 	free(req->buf);
@@ -331,7 +334,8 @@ httpc_destroy(struct httpc *hc)
 
 	while ((req = LIST_FIRST(&hc->reqs)) != NULL) {
 		LIST_REMOVE(req, entry);
-		curl_multi_remove_handle(hc->multi, req->easy);
+		if (req->easy != NULL)
+			curl_multi_remove_handle(hc->multi, req->easy);
 		if (req->arg_free != NULL)
 			req->arg_free(req->arg);
 		httpc_req_free(req);
@@ -489,5 +493,50 @@ httpc_header(struct curl_slist **list, const char *fmt, ...)
 		return (-1);
 	}
 	*list = l;
+	return (0);
+}
+
+/* httpc_later()'s timer: the answer, from the loop. */
+static void
+httpc_later_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct httpc_req	*req = arg;
+	struct httpc		*hc = req->hc;
+	struct httpc_response	 resp;
+
+	(void)fd;
+	(void)what;
+	LIST_REMOVE(req, entry);
+	memset(&resp, 0, sizeof resp);
+	resp.body = "";
+	resp.retry_after = -1;
+	hc->busy++;
+	req->cb(&resp, req->arg);
+	hc->busy--;
+	httpc_req_free(req);
+	if (hc->dying && hc->busy == 0)
+		httpc_destroy(hc);
+}
+
+int
+httpc_later(struct httpc *hc, httpc_cb *cb, void *arg, void (*arg_free)(void *))
+{
+	struct httpc_req	*req;
+	struct timeval		 now = { 0, 0 };
+
+	if (hc->dying || (req = calloc(1, sizeof *req)) == NULL)
+		return (-1);
+	req->hc = hc;
+	req->cb = cb;
+	req->arg = arg;
+	req->arg_free = arg_free;
+	req->retry_after = -1;
+	/* On the list like a transfer, so that httpc_free() aborts it. */
+	if ((req->later = evtimer_new(hc->base, httpc_later_cb, req)) == NULL ||
+	    evtimer_add(req->later, &now) == -1) {
+		httpc_req_free(req);
+		return (-1);
+	}
+	LIST_INSERT_HEAD(&hc->reqs, req, entry);
 	return (0);
 }

@@ -47,7 +47,7 @@ else
 	SAN_SCENARIOS=(e2e-200 bad-input relay-kill relay-stop-drain relay-slow-claim
 		webhook master-reload master-stop ops-admin relay-handoff
 		http-strict admin-strict json-strict config-destinations
-		ops-destinations idempotency headers)
+		ops-destinations idempotency headers sns)
 fi
 for a in "$@"; do
 	case $a in

@@ -2,9 +2,11 @@
 # sigv4.sh -- every AWS request outboxd and outboxctl make is correctly
 # signed (AWS Signature Version 4, with a session token), as checked by an
 # independent verifier (botocore, in tests/lib/sigv4-proxy.py) put in front
-# of both emulators; and a customerId full of characters that signing and
-# JSON get wrong (non-ASCII, an emoji, quote, ~ * + !) arrives in DynamoDB
-# byte for byte.
+# of the emulators (SQS, DynamoDB, and SNS's query protocol); a customerId
+# full of characters that signing and JSON get wrong (non-ASCII, an emoji,
+# quote, ~ * + !) arrives in DynamoDB byte for byte, and an SNS row whose
+# body and header values hold & = + % space / ~ and an emoji arrives on a
+# raw subscription byte for byte.
 . "$(dirname "$0")/../lib/common.sh"
 test_init
 need_binaries
@@ -21,12 +23,27 @@ SQS_PROXY=http://127.0.0.1:$PROXY_PORT
 proxy_start ddb-sig sigv4-proxy.py --upstream "$DDB_ENDPOINT" --service dynamodb \
 	--access-key "$AKID" --secret "$SECRET" --token "$TOKEN"
 DDB_PROXY=http://127.0.0.1:$PROXY_PORT
+proxy_start sns-sig sigv4-proxy.py --upstream "$SQS_ENDPOINT" --service sns \
+	--access-key "$AKID" --secret "$SECRET" --token "$TOKEN"
+SNS_PROXY=http://127.0.0.1:$PROXY_PORT
+
+# An SNS topic with a raw SQS subscription, set up on the emulator itself.
+SNS=("$PY" "$T_LIB/sns-setup.py" --endpoint "$SQS_ENDPOINT")
+TOPIC=$("${SNS[@]}" topic sigv4-events) || die "CreateTopic sigv4-events"
+RAWQ=$("${SNS[@]}" queue sigv4-raw) || die "CreateQueue sigv4-raw"
+"${SNS[@]}" subscribe "$TOPIC" "$RAWQ" --raw >/dev/null || die "Subscribe sigv4-raw"
 
 # Both endpoints and the queue URL point at the proxies (as with real AWS,
 # where the queue URL's host is the SQS endpoint).
 SQS_ENDPOINT=$SQS_PROXY DDB_ENDPOINT=$DDB_PROXY QUEUE_URL=$SQS_PROXY/000000000000/order-events \
 	AWS_TEST_ACCESS_KEY_ID=$AKID AWS_TEST_SECRET_ACCESS_KEY=$SECRET OB_SESSION_TOKEN=$TOKEN \
-	OB_RELAY_WORKERS=1 outbox_conf_write "$T_DIR/outbox.conf"
+	OB_EXTRA_TOP="sns {
+	endpoint_url = \"$SNS_PROXY\"
+}
+destination notify {
+	sink = \"sns\"
+	topic_arn = \"$TOPIC\"
+}" OB_RELAY_WORKERS=1 outbox_conf_write "$T_DIR/outbox.conf"
 outboxd_start "$T_DIR/outbox.conf"
 
 hex() { printf '%s' "$1" | od -An -tx1 | tr -d ' \n'; }
@@ -61,6 +78,35 @@ check "outboxctl's read went through the signing proxy" [ "$(stat_of ddb-sig .ve
 rc=0
 "$T_ROOT/outboxctl" -c "$T_DIR/outbox.conf" fulfillment "$(cat /proc/sys/kernel/random/uuid)" >/dev/null 2>&1 || rc=$?
 check_eq "outboxctl fulfillment <unknown order>: exit status" 1 "$rc"
+
+# SNS: a row whose body and header values hold what form-encoding and
+# SigV4 treat specially
+HARD='a&b=c+d%e f/g~h 😀 é ✓'
+sql "INSERT INTO outbox (event_type, ordering_key, payload, destination, headers)
+     VALUES ('note.sent', 'sigv4', jsonb_build_object('text', \$h\$$HARD\$h\$), 'notify',
+             jsonb_build_object('note', \$h\$$HARD\$h\$, 'traceparent',
+                                '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'))" >/dev/null
+sns_sent() { [ "$(sql "SELECT status FROM outbox WHERE destination = 'notify'")" = sent ]; }
+wait_until 30 "the SNS row sent" sns_sent || true
+check_eq "SNS row sent (through the signing proxy)" sent "$(sql "SELECT status FROM outbox WHERE destination = 'notify'")"
+"${SNS[@]}" drain "$RAWQ" --count 1 --idle 3 >"$T_DIR/sns.jsonl" || true
+check_eq "SNS message body byte for byte" \
+	"$(hex "$(sql "SELECT payload::text FROM outbox WHERE destination = 'notify'")")" \
+	"$(hex "$(jq -r .Body "$T_DIR/sns.jsonl")")"
+check_eq "SNS attribute note byte for byte" "$(hex "$HARD")" "$(hex "$(jq -r .MessageAttributes.note "$T_DIR/sns.jsonl")")"
+check_eq "SNS attribute EventType" note.sent "$(jq -r .MessageAttributes.EventType "$T_DIR/sns.jsonl")"
+check_eq "SNS requests rejected by the verifier" 0 "$(stat_of sns-sig .rejected)"
+check "relay's PublishBatch verified" [ "$(stat_of sns-sig '.by_action.PublishBatch.verified // 0')" -gt 0 ]
+if [ "$(stat_of sns-sig .rejected)" != 0 ]; then
+	say "SNS rejections: $(jq -c .rejections "$T_DIR/sns-sig.stats")"
+fi
+code=$(curl -sS -o "$T_DIR/neg-sns.xml" -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:sns" \
+	--user "$AKID:not-the-secret" -H "X-Amz-Security-Token: $TOKEN" \
+	-H 'Content-Type: application/x-www-form-urlencoded' \
+	--data-binary "Action=ListTopics&Version=2010-03-31" "$SNS_PROXY/")
+check_eq "negative control (SNS): a wrong secret -> 403" 403 "$code"
+check "negative control (SNS): answered as SNS would, in XML" grep -q '<Code>InvalidSignatureException</Code>' "$T_DIR/neg-sns.xml"
+check_eq "negative control (SNS) counted as rejected" 1 "$(stat_of sns-sig .rejected)"
 
 # every call the chain makes was verified, none rejected (the consumer
 # deletes the message just after its write: give it a moment)

@@ -16,7 +16,7 @@
 
 OUTBOXD_APT_PACKAGES="build-essential autoconf automake pkg-config
 	libpq-dev libevent-dev libcurl4-openssl-dev libcjson-dev libconfuse-dev
-	libcmocka-dev libssl-dev postgresql python3-botocore python3-psycopg2
+	libexpat1-dev libcmocka-dev libssl-dev postgresql python3-botocore python3-psycopg2
 	curl jq ca-certificates
 	procps util-linux coreutils prometheus valgrind
 	clang libclang-rt-14-dev"

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """fault-proxy.py -- an HTTP proxy in front of the SQS emulator (JSON
-protocol) that injects faults on command.
+protocol; and SNS, query protocol, on the same port) that injects faults
+on command.
 
     /usr/bin/python3 tests/lib/fault-proxy.py --upstream http://127.0.0.1:PORT \
         [--port 0] [--port-file FILE] [--stats FILE] [--mode JSON]
@@ -44,13 +45,21 @@ Modes (a mode with "times" or "seconds" falls back to "pass" when used up):
                  "InternalError") and "message" ("injected"); the other
                  entries are forwarded and answered as the emulator
                  answers them.  rules: a list of {match|ids, sender_fault,
-                 code, message}.  times/seconds as above (null = until
+                 code, message, times}; a rule with "times" fails the
+                 entries it matches in that many requests only (default:
+                 every one).  times/seconds as above (null = until
                  changed).  SenderFault false is SQS's per-entry server
                  error (retry); true means the message can never succeed.
-Every mode takes "actions": a list of SQS actions it applies to (e.g.
-["SendMessageBatch"]); default: SendMessageBatch only for partial-batch
-and fail-entries, every action for the others.  Requests outside it pass
-through.
+                 An SNS PublishBatch (query protocol) is treated the same
+                 way, matching its entries' Message: the rest goes to the
+                 emulator renumbered, and the answer is SNS's XML with the
+                 failed entries added to <Failed>.
+Every mode takes "actions": a list of SQS or SNS actions it applies to
+(e.g. ["SendMessageBatch"]); default: SendMessageBatch only for
+partial-batch, SendMessageBatch and PublishBatch for fail-entries, every
+action for the others.  Requests outside it pass through.  The "status"
+mode answers a query-protocol (SNS) request with SNS's XML ErrorResponse
+(Code = code, Type Receiver for a 5xx, else Sender).
 
 GET /__fault also lists "inflight": the requests being handled right now
 (action, the client's TCP port "peer_port", "since" (epoch seconds), and
@@ -72,6 +81,10 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proxylib  # noqa: E402
+import querylib  # noqa: E402
+
+# An SNS request names its action in the form body, not in X-Amz-Target.
+proxylib.Request.action = property(querylib.action)
 
 NAME = "fault-proxy"
 MODES = {
@@ -83,7 +96,7 @@ MODES = {
                "times": None, "seconds": None, "actions": None},
     "delay": {"ms": 1000, "times": None, "seconds": None, "actions": None},
     "fail-entries": {"rules": [], "times": None, "seconds": None,
-                     "actions": ["SendMessageBatch"]},
+                     "actions": ["SendMessageBatch", "PublishBatch"]},
 }
 
 # The client's address, for the in-flight list: proxylib hands the hook
@@ -135,6 +148,8 @@ class Faults:
         self.mode = name
         self.params = params
         self.remaining = params.get("times")
+        # fail-entries: the requests each rule may still fail
+        self.rule_left = [r.get("times") for r in params.get("rules") or []]
         self.until = time.time() + params["seconds"] if params.get("seconds") is not None else None
         self.hold_armed = False
         self.release.set()
@@ -190,6 +205,8 @@ class Faults:
             return proxylib.json_response(200, self.state(), "application/json")
 
     def entry_ids(self, req):
+        if req.action == "PublishBatch":
+            return [e.get("Id") for e in querylib.batch_entries(querylib.form(req))[0]]
         if req.action not in ("SendMessage", "SendMessageBatch"):
             return None
         try:
@@ -248,6 +265,10 @@ class Faults:
         if mode == "status":
             self.consume()
             proxylib.log(NAME, "inject HTTP %s for %s" % (params["status"], action))
+            if querylib.is_query(req):
+                return proxylib.Response(int(params["status"]), querylib.error_response(
+                    params["code"], params["message"], int(params["status"]) < 500),
+                    [("Content-Type", "text/xml")])
             return proxylib.json_response(int(params["status"]), {
                 "__type": "com.amazonaws.sqs#" + params["code"], "message": params["message"]})
         if mode == "delay":
@@ -264,6 +285,8 @@ class Faults:
             self.write_stats()
 
     def count_entries(self, req, body=None):
+        if req.action == "PublishBatch":
+            return len(querylib.batch_entries(querylib.form(req))[0])
         if req.action not in ("SendMessage", "SendMessageBatch"):
             return 0
         try:
@@ -339,23 +362,88 @@ class Faults:
             else [("Content-Type", "application/x-amz-json-1.0")]
         return proxylib.Response(200, json.dumps(answer), hdrs)
 
+    def pick_rule(self, p, text, eid):
+        """The index of the first rule that matches an entry and may still
+        fail it, or None (lock held)."""
+        for i, r in enumerate(p.get("rules") or []):
+            m = r.get("match")
+            if ((m is not None and m in text) or str(eid) in [str(x) for x in r.get("ids") or []]) and \
+               (i >= len(self.rule_left) or self.rule_left[i] is None or self.rule_left[i] > 0):
+                return i
+        return None
+
+    def fail_entries_sns(self, req, p):
+        try:
+            entries, other = querylib.batch_entries(querylib.form(req))
+        except (ValueError, UnicodeDecodeError):
+            return self.pass_through(req)
+        rules = p.get("rules") or []
+        victims, rest = [], []
+        with self.lock:
+            for e in entries:
+                i = self.pick_rule(p, e.get("Message", ""), e.get("Id"))
+                (victims if i is not None else rest).append((e, i))
+            if victims:
+                for i in {i for _, i in victims}:
+                    if i < len(self.rule_left) and self.rule_left[i] is not None:
+                        self.rule_left[i] -= 1
+        if not victims:
+            return self.pass_through(req)
+        ok, failed = [], []
+        if rest:
+            body = querylib.batch_form(other, [e for e, _ in rest])
+            try:
+                resp = proxylib.forward(self.a.upstream, req, body=body, timeout=self.a.upstream_timeout)
+            except Exception as ex:
+                proxylib.log(NAME, "upstream error for %s: %r" % (req.action, ex))
+                return proxylib.Response(502, querylib.error_response("ProxyUpstreamError", repr(ex), False),
+                                         [("Content-Type", "text/xml")])
+            if resp.status != 200:
+                return resp
+            try:
+                ok, failed = querylib.batch_result(resp.body)
+            except (ValueError, SyntaxError):
+                return resp
+        now = time.time()
+        for e, i in victims:
+            r = rules[i]
+            failed.append({"Id": e.get("Id"), "Code": r.get("code", "InternalError"),
+                           "Message": r.get("message", "injected"),
+                           "SenderFault": "true" if r.get("sender_fault", False) else "false"})
+        with self.lock:
+            self.stats["faulted_requests"] += 1
+            self.stats["entries_forwarded"] += len(rest)
+            for e, i in victims:
+                self.stats["injected"].append({"action": req.action, "Id": e.get("Id"),
+                                               "MessageBody": e.get("Message"),
+                                               "SenderFault": bool(rules[i].get("sender_fault", False)),
+                                               "entries": len(entries), "time": now})
+            if self.remaining is not None:
+                self.remaining -= 1
+            self.write_stats()
+        proxylib.log(NAME, "fail-entries: forwarded %d of %d PublishBatch entries, failed Ids %s" %
+                     (len(rest), len(entries), [e.get("Id") for e, _ in victims]))
+        return proxylib.Response(200, querylib.batch_response(ok, failed), [("Content-Type", "text/xml")])
+
     def fail_entries(self, req, p):
+        if req.action == "PublishBatch":
+            return self.fail_entries_sns(req, p)
         try:
             doc = json.loads(req.body)
             entries = doc["Entries"]
             assert isinstance(entries, list)
         except (ValueError, KeyError, AssertionError, TypeError):
             return self.pass_through(req)
-        victims, rest = [], []
-        for e in entries:
-            body = str(e.get("MessageBody", ""))
-            rule = None
-            for r in p.get("rules") or []:
-                m = r.get("match")
-                if (m is not None and m in body) or str(e.get("Id")) in [str(i) for i in r.get("ids") or []]:
-                    rule = r
-                    break
-            (victims if rule is not None else rest).append((e, rule))
+        victims, rest, used = [], [], set()
+        with self.lock:
+            for e in entries:
+                i = self.pick_rule(p, str(e.get("MessageBody", "")), e.get("Id"))
+                if i is not None:
+                    used.add(i)
+                (victims if i is not None else rest).append((e, p["rules"][i] if i is not None else None))
+            for i in used:
+                if i < len(self.rule_left) and self.rule_left[i] is not None:
+                    self.rule_left[i] -= 1
         if not victims:
             return self.pass_through(req)
         answer, hdrs = {"Successful": []}, [("Content-Type", "application/x-amz-json-1.0")]

@@ -3,7 +3,7 @@
 of every request before it reaches a local emulator (which checks none).
 
     /usr/bin/python3 tests/lib/sigv4-proxy.py --upstream http://127.0.0.1:PORT \
-        --service sqs|dynamodb --access-key AKID --secret SECRET \
+        --service sqs|dynamodb|sns --access-key AKID --secret SECRET \
         [--token SESSION_TOKEN] [--region us-east-1] [--port 0] \
         [--port-file FILE] [--stats FILE]
 
@@ -20,7 +20,11 @@ that X-Amz-Security-Token is present, equal to the token and signed
 
 A good request is forwarded to --upstream and its answer relayed.  A bad
 one gets HTTP 403 with a JSON body {"__type": ..., "message": reason}
-like AWS's, and is not forwarded.
+like AWS's (for a query-protocol request, SNS: an XML ErrorResponse with
+that Code and Message), and is not forwarded.  The action counted is
+X-Amz-Target's or, for the query protocol, the form body's Action: the
+body is signed as it came, byte for byte (its hash is in the canonical
+request), whatever its encoding.
 
 Counters {"verified", "rejected", "forwarded", "upstream_errors",
 "by_action", "rejections"[last 20]} are written to --stats FILE after
@@ -41,6 +45,10 @@ import threading
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proxylib  # noqa: E402
+import querylib  # noqa: E402
+
+# An SNS request names its action in the form body, not in X-Amz-Target.
+proxylib.Request.action = property(querylib.action)
 
 try:
     import botocore
@@ -185,6 +193,9 @@ class Verifier:
             reason = "%s %s: %s" % (action, r.kind, r.message)
             self.count("rejected", action, reason)
             proxylib.log(NAME, "REJECT " + reason)
+            if querylib.is_query(req):
+                return proxylib.Response(403, querylib.error_response(r.kind, r.message),
+                                         [("Content-Type", "text/xml")])
             return proxylib.json_response(403, {"__type": "com.amazon.coral.service#" + r.kind,
                                                 "message": r.message})
         self.count("verified", action)
@@ -202,7 +213,7 @@ class Verifier:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--upstream", required=True, help="emulator base URL, http://127.0.0.1:PORT")
-    ap.add_argument("--service", required=True, help="credential scope service: sqs or dynamodb")
+    ap.add_argument("--service", required=True, help="credential scope service: sqs, dynamodb or sns")
     ap.add_argument("--region", default="us-east-1")
     ap.add_argument("--access-key", default=None, help="expected access key id (default: any)")
     ap.add_argument("--secret", required=True)
