@@ -118,6 +118,15 @@ for (const n of [1, 4]) {
   const p = stat(rr, {}, "events_per_s");
   row("B2 drain", `events/s → SQS, ${n} relay${n > 1 ? "s" : ""}: outboxd vs reference-node relay (30 s cap)`, fmt(e), fmt(p), rfmt(ratio(val(e), val(p))), "(info)", null, { key: `b2_sqs_${n}_vs_ref`, value: val(e), peer_value: val(p) });
 }
+// Routing (issue 26): the same 20,000 rows spread over three destinations, against the
+// single-destination SQS drain of the same run.
+for (const n of [1, 4]) {
+  const e = stat(ob, { bench: "b2", label: "multi", relays: n }, "events_per_s");
+  if (val(e) == null) continue;
+  const single = stat(ob, { bench: "b2", label: "sqs", relays: n }, "events_per_s");
+  const r = ratio(val(e), val(single));
+  row("B2 drain", `events/s, 20,000 rows → SQS + SNS + HTTP 204 sink in turn, ${n} relay${n > 1 ? "s" : ""} vs the SQS-only drain`, fmt(e), fmt(single), rfmt(r), "≥ 0.9×", r == null ? null : r >= 0.9, { key: `b2_multi_${n}`, value: val(e), peer_value: val(single), ratio_value: r });
+}
 // ---- B3 -------------------------------------------------------------------------------------
 {
   const q = { bench: "b3-ack", label: "rate50" };

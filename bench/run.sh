@@ -252,6 +252,18 @@ if want b2; then
       done
     done
   done
+  # The same rows spread over three destinations in turn: the queue (the
+  # default), an SNS topic with no subscriber, the nginx 204 sink.
+  OB_SNS_TOPIC=$(/usr/bin/python3 "$ROOT/tests/lib/sns-setup.py" --endpoint "$OB_SQS_ENDPOINT" \
+    topic bench-events) || die "CreateTopic bench-events failed"
+  for rel in 1 4; do
+    for r in $(seq "$REPS"); do
+      say "outboxd: B2 drain to sqs + sns + http, $rel relay(s) ($r/$REPS)"
+      ob_do impl_reset >/dev/null
+      ob env OB_SINK=multi OB_SNS_TOPIC="$OB_SNS_TOPIC" LABEL=multi B2_RELAYS=$rel \
+        B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
+    done
+  done
 fi
 
 if want b3; then

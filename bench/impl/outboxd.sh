@@ -18,8 +18,11 @@
 #   OB_RUN              pid file, configuration, logs          (/tmp/peers-run/outboxd)
 #   OB_HTTP_WORKERS OB_RELAYS OB_CONSUMERS   impl_up's counts (2 2 1: the shipped defaults)
 #   OB_DB_CONNECTIONS   http.db_connections                   (unset: default 1)
-#   OB_SINK             sqs | http                            (sqs)
-#   OB_SINK_URL OB_WEBHOOK_SECRET   for OB_SINK=http
+#   OB_SINK             sqs | http | multi                    (sqs)
+#   OB_SINK_URL OB_WEBHOOK_SECRET   for OB_SINK=http and multi
+#   OB_SNS_TOPIC        the SNS topic ARN for OB_SINK=multi: B2's rows go in turn to the
+#                       queue (the default destination), the topic ("topic") and the
+#                       HTTP sink ("hook")
 #   OB_POLL_INTERVAL OB_BATCH_SIZE  relay settings            (unset: defaults 1000, 10)
 #   OB_WAKE             self | off | trigger                  (self)
 #       self:    the shipped design: sql/schema.sql's trigger skips outboxd's sessions
@@ -58,6 +61,12 @@ B2_INSERT_SQL="insert into outbox (event_type, ordering_key, payload)
   select 'order.created', u::text, json_build_object('orderId', u, 'customerId', 'c' || (i % 1000),
          'amountCents', 100 + i % 10000, 'createdAt', now())
   from (select i, gen_random_uuid() as u from generate_series(1, :n) i) s"
+if [ "${OB_SINK:-sqs}" = multi ]; then
+  B2_INSERT_SQL="insert into outbox (event_type, ordering_key, payload, destination)
+  select 'order.created', u::text, json_build_object('orderId', u, 'customerId', 'c' || (i % 1000),
+         'amountCents', 100 + i % 10000, 'createdAt', now()), (array[null, 'topic', 'hook'])[1 + i % 3]
+  from (select i, gen_random_uuid() as u from generate_series(1, :n) i) s"
+fi
 
 _ob_sql() { PGOPTIONS="-c client_min_messages=warning" psql "$OB_DATABASE_URL" -qAtX -v ON_ERROR_STOP=1 "$@"; }
 _ob_pid() { [ -f "$OB_RUN/outboxd.pid" ] && cat "$OB_RUN/outboxd.pid"; }
@@ -95,8 +104,20 @@ _ob_conf() { # FILE HTTP RELAYS CONSUMERS
     [ -n "${OB_POLL_INTERVAL:-}" ] && echo "  poll_interval = $OB_POLL_INTERVAL"
     if [ "${OB_WAKE:-self}" = off ]; then echo "  handoff = false"
     elif [ -n "${OB_HANDOFF:-}" ]; then echo "  handoff = $OB_HANDOFF"; fi
-    echo "  sink = \"$sink\""
+    [ "$sink" = multi ] || echo "  sink = \"$sink\""
     echo "}"
+    if [ "$sink" = multi ]; then
+      echo "sns { endpoint_url = \"$OB_SQS_ENDPOINT\" }"
+      echo "destination topic {"
+      echo "  sink = \"sns\""
+      echo "  topic_arn = \"${OB_SNS_TOPIC:?OB_SNS_TOPIC is needed with OB_SINK=multi}\""
+      echo "}"
+      echo "destination hook {"
+      echo "  sink = \"http\""
+      echo "  url = \"${OB_SINK_URL:?OB_SINK_URL is needed with OB_SINK=multi}\""
+      echo "  secret = \"${OB_WEBHOOK_SECRET:-whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw}\""
+      echo "}"
+    fi
     if [ "$sink" = http ]; then
       echo "webhook {"
       echo "  url = \"${OB_SINK_URL:?OB_SINK_URL is needed with OB_SINK=http}\""
@@ -139,8 +160,9 @@ _ob_stop() {
 # Start the daemon with HTTP RELAYS CONSUMERS workers; wait until it serves (HTTP > 0)
 # or its relays are up.
 _ob_start() {
-  local h=$1 r=$2 c=$3 p want="$1 $2 $3 ${OB_SINK:-sqs} ${OB_WAKE:-self} ${OB_HANDOFF:-} ${OB_EXTRA_SQL:+extra}"
+  local h=$1 r=$2 c=$3 p ndest=1 want="$1 $2 $3 ${OB_SINK:-sqs} ${OB_WAKE:-self} ${OB_HANDOFF:-} ${OB_EXTRA_SQL:+extra}"
   mkdir -p "$OB_RUN"
+  [ "${OB_SINK:-sqs}" != multi ] || ndest=3
   if _ob_running && [ "$(cat "$OB_RUN/running" 2>/dev/null)" = "$want" ]; then return 0; fi
   _ob_stop
   _ob_wake
@@ -156,7 +178,8 @@ _ob_start() {
     if [ "$h" -gt 0 ]; then
       curl -s -o /dev/null -m 1 "$BASE_URL/healthz" && return 0
     else
-      [ "$(grep -c 'publishing to' "$OB_RUN/outboxd.log")" -ge "$r" ] && return 0
+      # one line per relay and destination
+      [ "$(grep -c 'publishing to' "$OB_RUN/outboxd.log")" -ge $((r * ndest)) ] && return 0
     fi
     sleep 0.05
   done
