@@ -146,10 +146,14 @@ char		*sqs_send_batch_body(const char *queue_url,
  */
 int		 sqs_send_batch_parse(const struct cJSON *reply,
 		    struct outbox_msg *msgs, int n);
-/* The enum sink_reason of a SendMessageBatch that failed as a whole:
- * HTTP status (0 = no answer) and the error's type and message (either
- * may be NULL). */
-int		 sqs_send_batch_reason(long status, const char *type,
+/* aws_error.c.  1 if an AWS error code or message (either may be NULL)
+ * says the service throttles (ThrottlingException, Throttled,
+ * TooManyRequests...). */
+int		 aws_throttled(const char *code, const char *text);
+/* The enum sink_reason of an SQS or SNS call that failed as a whole
+ * (SendMessageBatch, PublishBatch): HTTP status (0 = no answer) and the
+ * error's code and message (either may be NULL). */
+int		 aws_failure_reason(long status, const char *code,
 		    const char *message);
 /* ReceiveMessage body (AWS SQS API: ReceiveMessage); wait_time in s.
  * Caller frees; NULL on failure. */
@@ -322,6 +326,10 @@ struct sink {
 			    const char **text, int *len);
 };
 
+/* Fail m for good, unsent (SINK_REJECTED, reason), with the error fmt
+ * says: a message no retry could get through. */
+void		 sink_refuse(struct outbox_msg *m, enum sink_reason reason,
+		    const char *fmt, ...) OUTBOXD_PRINTF(3, 4);
 /* The sink of a destination's sink = (enum conf_sink). */
 const struct sink *sink_of(int);
 /* Bytes a header counts toward a message's size at the sink (SQS and SNS
@@ -439,13 +447,6 @@ int		 sns_publish_batch_parse(const char *xml, size_t len,
  * -1 when it is not one (e is cleared). */
 int		 sns_error_parse(const char *xml, size_t len,
 		    struct sns_error *e);
-/* 1 if an SNS error code or message says it throttles. */
-int		 sns_throttled(const char *code, const char *text);
-/* The enum sink_reason of a PublishBatch that failed as a whole: HTTP
- * status (0 = no answer), the error's code and message (either may be
- * NULL); as sqs_send_batch_reason() for SQS. */
-int		 sns_publish_batch_reason(long status, const char *code,
-		    const char *message);
 
 /*
  * The Standard Webhooks signature of one delivery into out (outlen >=

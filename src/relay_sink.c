@@ -129,25 +129,6 @@ relay_sink_chunk_free(struct relay_chunk *ch)
 
 static void	relay_sink_queue(struct relay *, struct relay_chunk *);
 
-/* Fail m for good with the error fmt says (a reason of the relay's). */
-static void
-relay_sink_refuse(struct outbox_msg *m, enum sink_reason reason,
-    const char *fmt, ...) OUTBOXD_PRINTF(3, 4);
-
-static void
-relay_sink_refuse(struct outbox_msg *m, enum sink_reason reason,
-    const char *fmt, ...)
-{
-	va_list	ap;
-
-	m->outcome = SINK_REJECTED;
-	m->reason = reason;
-	free(m->error);
-	va_start(ap, fmt);
-	if (vasprintf(&m->error, fmt, ap) == -1)
-		m->error = NULL;
-	va_end(ap);
-}
 
 /*
  * Add a claimed row to the chunk being filled for its destination (a new
@@ -211,20 +192,20 @@ relay_sink_add(struct relay *r, const struct claimed_row *row, int attempts,
 	/* Retrying cannot help any of these.  The schema checks the header
 	 * rules when a row is written; this is for rows it did not check. */
 	if (d->sink == NULL && row->destination == NULL)
-		relay_sink_refuse(m, SINK_REASON_REJECTED, "no destination: "
+		sink_refuse(m, SINK_REASON_REJECTED, "no destination: "
 		    "the row names none and outbox.conf has no default (set "
 		    "relay.default_destination, then redrive the row)");
 	else if (d->sink == NULL)
-		relay_sink_refuse(m, SINK_REASON_REJECTED, "destination "
+		sink_refuse(m, SINK_REASON_REJECTED, "destination "
 		    "\"%s\" is not in outbox.conf (redrive the row once it is)",
 		    row->destination);
 	else if (bad_headers)
-		relay_sink_refuse(m, SINK_REASON_REJECTED, "headers: not a "
+		sink_refuse(m, SINK_REASON_REJECTED, "headers: not a "
 		    "JSON object whose values are strings");
 	else if (sink_headers_check(hdr, nhdr, why, sizeof(why)) == -1)
-		relay_sink_refuse(m, SINK_REASON_REJECTED, "headers: %s", why);
+		sink_refuse(m, SINK_REASON_REJECTED, "headers: %s", why);
 	else if (size > budget)
-		relay_sink_refuse(m, SINK_REASON_TOO_LARGE, "message of %zu "
+		sink_refuse(m, SINK_REASON_TOO_LARGE, "message of %zu "
 		    "bytes exceeds relay.max_message_size (%zu bytes)", size,
 		    budget);
 	d->filling = ch;

@@ -29,6 +29,21 @@ sink_of(int kind)
 	}
 }
 
+void
+sink_refuse(struct outbox_msg *m, enum sink_reason reason, const char *fmt,
+    ...)
+{
+	va_list	ap;
+
+	m->outcome = SINK_REJECTED;
+	m->reason = reason;
+	free(m->error);
+	va_start(ap, fmt);
+	if (vasprintf(&m->error, fmt, ap) == -1)
+		m->error = NULL;
+	va_end(ap);
+}
+
 size_t
 sink_header_size(const struct outbox_header *h)
 {

@@ -139,7 +139,7 @@ sink_sns_reply(const struct aws_result *res, void *arg)
 		    (const char *[]){ "destination", t->dest->name, NULL },
 		    "PublishBatch of %d messages failed, will retry: %s",
 		    part->cnt, why != NULL ? why : "?");
-		sink_sns_retry_all(msgs, part->cnt, sns_publish_batch_reason(
+		sink_sns_retry_all(msgs, part->cnt, aws_failure_reason(
 		    res->status, res->error_type, res->error_message), why,
 		    res->retry_after);
 		free(why);
@@ -174,25 +174,6 @@ sink_sns_unsent(const struct httpc_response *resp, void *arg)
 	free(call);
 }
 
-/* Reject m unsent: SNS could never take it. */
-static void
-sink_sns_refuse(struct outbox_msg *m, enum sink_reason reason,
-    const char *fmt, ...) OUTBOXD_PRINTF(3, 4);
-
-static void
-sink_sns_refuse(struct outbox_msg *m, enum sink_reason reason,
-    const char *fmt, ...)
-{
-	va_list	ap;
-
-	m->outcome = SINK_REJECTED;
-	m->reason = reason;
-	free(m->error);
-	va_start(ap, fmt);
-	if (vasprintf(&m->error, fmt, ap) == -1)
-		m->error = NULL;
-	va_end(ap);
-}
 
 /* Start the PublishBatch of msgs[off .. off + cnt - 1].  0, or -1 if it
  * could not be started (nothing to free). */
@@ -269,12 +250,12 @@ sink_sns_publish(struct httpc *hc, struct sink_target *t,
 		if (msgs[i].outcome == SINK_REJECTED)
 			continue;
 		if ((nattr = sns_msg_attributes(&msgs[i])) > SNS_MAX_ATTRIBUTES)
-			sink_sns_refuse(&msgs[i], SINK_REASON_REJECTED,
+			sink_refuse(&msgs[i], SINK_REASON_REJECTED,
 			    "%d message attributes (EventType and the "
 			    "headers): SNS allows at most %d", nattr,
 			    SNS_MAX_ATTRIBUTES);
 		else if ((size = sns_msg_size(&msgs[i])) > SNS_MAX_BATCH_BYTES)
-			sink_sns_refuse(&msgs[i], SINK_REASON_TOO_LARGE,
+			sink_refuse(&msgs[i], SINK_REASON_TOO_LARGE,
 			    "message of %zu bytes (payload and attributes) "
 			    "exceeds SNS's limit of %d bytes", size,
 			    SNS_MAX_BATCH_BYTES);

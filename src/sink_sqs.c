@@ -66,7 +66,7 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 			if (call->refused & (1U << i))
 				continue;
 			call->msgs[i].outcome = SINK_RETRY;
-			call->msgs[i].reason = sqs_send_batch_reason(
+			call->msgs[i].reason = aws_failure_reason(
 			    res->status, res->error_type, res->error_message);
 			call->msgs[i].error = why != NULL ? strdup(why) : NULL;
 		}

@@ -568,7 +568,7 @@ sns_publish_batch_parse(const char *xml, size_t len, struct outbox_msg *msgs,
 			    SINK_RETRY;
 			/* An entry SNS failed on its side is a server
 			 * error. */
-			msgs[i].reason = sns_throttled(s->code, s->message) ?
+			msgs[i].reason = aws_throttled(s->code, s->message) ?
 			    SINK_REASON_THROTTLED : s->sender_fault ?
 			    SINK_REASON_REJECTED : SINK_REASON_SERVER;
 			if (asprintf(&msgs[i].error, "SNS %s%s%s",
@@ -585,32 +585,3 @@ sns_publish_batch_parse(const char *xml, size_t len, struct outbox_msg *msgs,
 	return (rv == -1 ? -1 : sent);
 }
 
-int
-sns_throttled(const char *code, const char *text)
-{
-	const char	*v[2] = { code, text };
-	int		 i;
-
-	/* "Throttled", "ThrottlingException", "KMSThrottling", ... */
-	for (i = 0; i < 2; i++)
-		if (v[i] != NULL && (strstr(v[i], "Throttl") != NULL ||
-		    strstr(v[i], "TooManyRequests") != NULL))
-			return (1);
-	return (0);
-}
-
-int
-sns_publish_batch_reason(long status, const char *code, const char *message)
-{
-	if (status == 0)
-		return (SINK_REASON_TRANSPORT);
-	/* SNS throttles with HTTP 400 (Throttled), not the client's fault. */
-	if (sns_throttled(code, message) || status == 429)
-		return (SINK_REASON_THROTTLED);
-	if (status == 408)
-		return (SINK_REASON_TRANSPORT);
-	if (status >= 400 && status <= 499)
-		return (SINK_REASON_CLIENT);
-	/* 5xx, and an answer that is no SNS reply at all. */
-	return (SINK_REASON_SERVER);
-}

@@ -175,37 +175,6 @@ sqs_find_msg(const struct outbox_msg *msgs, int n, const char *s)
 	return (-1);
 }
 
-/* 1 if an SQS error code or message says the request was throttled
- * (ThrottlingException, RequestThrottled, TooManyRequests...). */
-static int
-sqs_throttled(const char *code, const char *text)
-{
-	const char	*v[2] = { code, text };
-	int		 i;
-
-	for (i = 0; i < 2; i++)
-		if (v[i] != NULL && (strstr(v[i], "Throttl") != NULL ||
-		    strstr(v[i], "TooManyRequests") != NULL))
-			return (1);
-	return (0);
-}
-
-int
-sqs_send_batch_reason(long status, const char *type, const char *message)
-{
-	if (status == 0)
-		return (SINK_REASON_TRANSPORT);
-	/* SQS throttles with HTTP 400, which is not the client's fault. */
-	if (sqs_throttled(type, message) || status == 429)
-		return (SINK_REASON_THROTTLED);
-	if (status == 408)
-		return (SINK_REASON_TRANSPORT);
-	if (status >= 400 && status <= 499)
-		return (SINK_REASON_CLIENT);
-	/* 5xx, and an answer that is no SQS reply at all. */
-	return (SINK_REASON_SERVER);
-}
-
 int
 sqs_send_batch_parse(const struct cJSON *reply, struct outbox_msg *msgs,
     int n)
@@ -251,7 +220,7 @@ sqs_send_batch_parse(const struct cJSON *reply, struct outbox_msg *msgs,
 		sf = cJSON_GetObjectItemCaseSensitive(e, "SenderFault");
 		msgs[i].outcome = cJSON_IsTrue(sf) ? SINK_REJECTED : SINK_RETRY;
 		/* An entry SQS failed on its side is a server error. */
-		msgs[i].reason = sqs_throttled(code, text) ?
+		msgs[i].reason = aws_throttled(code, text) ?
 		    SINK_REASON_THROTTLED : msgs[i].outcome == SINK_REJECTED ?
 		    SINK_REASON_REJECTED : SINK_REASON_SERVER;
 		msgs[i].error = sqs_strdup_printf("SQS %s%s%s",

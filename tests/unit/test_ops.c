@@ -212,7 +212,7 @@ test_label_escape(void **state)
 }
 
 /* Each failure's reason is set where it is seen: an SQS call that failed
- * as a whole (sqs_send_batch_reason), an entry SQS failed
+ * as a whole (aws_failure_reason), an entry SQS failed
  * (sqs_send_batch_parse), a webhook answer (webhook_reason). */
 static void
 test_publish_reason(void **state)
@@ -221,17 +221,17 @@ test_publish_reason(void **state)
 	cJSON			*reply;
 
 	(void)state;
-	assert_int_equal(sqs_send_batch_reason(0, NULL,
+	assert_int_equal(aws_failure_reason(0, NULL,
 	    "Connection refused"), SINK_REASON_TRANSPORT);
 	assert_int_equal(webhook_reason(0, SINK_RETRY, ""),
 	    SINK_REASON_TRANSPORT);
-	assert_int_equal(sqs_send_batch_reason(500, "InternalError", "boom"),
+	assert_int_equal(aws_failure_reason(500, "InternalError", "boom"),
 	    SINK_REASON_SERVER);
-	assert_int_equal(sqs_send_batch_reason(400, "ThrottlingException",
+	assert_int_equal(aws_failure_reason(400, "ThrottlingException",
 	    "slow down"), SINK_REASON_THROTTLED);
 	assert_int_equal(webhook_reason(429, SINK_RETRY, "too many"),
 	    SINK_REASON_THROTTLED);
-	assert_int_equal(sqs_send_batch_reason(400, "QueueDoesNotExist",
+	assert_int_equal(aws_failure_reason(400, "QueueDoesNotExist",
 	    "gone"), SINK_REASON_CLIENT);
 	assert_int_equal(webhook_reason(422, SINK_REJECTED, "nope"),
 	    SINK_REASON_REJECTED);

@@ -487,21 +487,21 @@ static void
 test_reason(void **state)
 {
 	(void)state;
-	assert_int_equal(sns_publish_batch_reason(0, NULL, "timeout"),
+	assert_int_equal(aws_failure_reason(0, NULL, "timeout"),
 	    SINK_REASON_TRANSPORT);
-	assert_int_equal(sns_publish_batch_reason(400, "Throttled", "Rate"),
+	assert_int_equal(aws_failure_reason(400, "Throttled", "Rate"),
 	    SINK_REASON_THROTTLED);
-	assert_int_equal(sns_publish_batch_reason(429, NULL, NULL),
+	assert_int_equal(aws_failure_reason(429, NULL, NULL),
 	    SINK_REASON_THROTTLED);
-	assert_int_equal(sns_publish_batch_reason(408, NULL, NULL),
+	assert_int_equal(aws_failure_reason(408, NULL, NULL),
 	    SINK_REASON_TRANSPORT);
-	assert_int_equal(sns_publish_batch_reason(404, "NotFound", "gone"),
+	assert_int_equal(aws_failure_reason(404, "NotFound", "gone"),
 	    SINK_REASON_CLIENT);
-	assert_int_equal(sns_publish_batch_reason(403, "AuthorizationError",
+	assert_int_equal(aws_failure_reason(403, "AuthorizationError",
 	    NULL), SINK_REASON_CLIENT);
-	assert_int_equal(sns_publish_batch_reason(500, "InternalError", NULL),
+	assert_int_equal(aws_failure_reason(500, "InternalError", NULL),
 	    SINK_REASON_SERVER);
-	assert_int_equal(sns_publish_batch_reason(200, NULL, NULL),
+	assert_int_equal(aws_failure_reason(200, NULL, NULL),
 	    SINK_REASON_SERVER);
 }
 
