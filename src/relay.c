@@ -66,7 +66,8 @@ relay_next_statement(struct relay *r)
 		return;
 	mark = r->want_mark && r->nsent > 0;
 	claim = r->want_claim && !r->stopping &&
-	    r->inflight < RELAY_MAX_INFLIGHT && !relay_claim_held(r);
+	    r->inflight < RELAY_MAX_INFLIGHT && !relay_claim_held(r) &&
+	    !relay_sink_full(r);
 	/* Taking turns bounds each one's wait to one statement of the
 	 * other.  Claims first would hold acked rows unmarked past their
 	 * lease during a backlog (published twice); marks first would keep

@@ -118,6 +118,8 @@ struct relay {
 						   marked by the query in flight */
 	int			 woken;		/* NOTIFY seen since last claim */
 	int			 backlog;	/* the last claim came back full */
+	int			 skipping;	/* ... or left the rows of a
+						   destination at its cap */
 	enum relay_pg_query	 pg_query;	/* the statement in flight */
 	PGresult		*pg_res;	/* ... its result, once read */
 	int64_t			 pg_sent_us;	/* ... when it was sent */
@@ -249,6 +251,9 @@ void		 relay_sink_skip(const struct relay *, char *buf, size_t len);
 /* Hand queued chunks to the sink while it has free slots; stopping, give
  * their rows back instead. */
 void		 relay_sink_pump(struct relay *);
+/* 1 if every destination has its fill of rows in hand: a claim now
+ * would skip them all, reading every due row to find none. */
+int		 relay_sink_full(const struct relay *);
 /* Rows of the chunks at the sink. */
 int		 relay_sink_rows(const struct relay *);
 /* Giving up at a stop: record what the sink answered of its chunks so

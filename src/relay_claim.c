@@ -142,6 +142,7 @@ relay_claim_start(struct relay *r)
 	    r->conf->destinations[r->conf->default_destination].name : NULL;
 	relay_sink_skip(r, skip, sizeof(skip));
 	p[4] = skip;
+	r->skipping = strcmp(skip, "{}") != 0;
 	r->woken = 0;
 	r->followers = 0;
 	relay_pg_send(r, RELAY_PG_CLAIM, &relay_claim_stmt, p);

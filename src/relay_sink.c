@@ -419,9 +419,25 @@ relay_sink_answered(struct outbox_msg *msgs, int n, void *arg)
 	relay_record_outcomes(r, ch);
 	r->inflight -= ch->n;
 	ch->dest->inflight -= ch->n;
+	/* The last claim left this destination's rows because it had its
+	 * fill: now it has room, there may be rows for it again. */
+	if (r->skipping && ch->dest->inflight < ch->dest->cap &&
+	    ch->dest->inflight + ch->n >= ch->dest->cap)
+		r->backlog = 1;
 	relay_sink_chunk_free(ch);
 	relay_sink_pump(r);
 	relay_schedule_record(r);
+}
+
+int
+relay_sink_full(const struct relay *r)
+{
+	int	i;
+
+	for (i = 0; i < r->n_dests; i++)
+		if (r->dests[i].inflight < r->dests[i].cap)
+			return 0;
+	return r->n_dests > 0;
 }
 
 /* Rows of the chunks at the sink. */
