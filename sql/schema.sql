@@ -55,8 +55,9 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS headers jsonb;
 -- dead-lettered row.  Each header becomes an SQS or SNS message attribute
 -- of type String and a webhook request header, so the rules are the
 -- union of theirs:
---   - SQS and SNS take 10 attributes a message and outboxd sets EventType:
---     at most 9 headers;
+--   - SQS and SNS take 10 attributes a message; outboxd sets EventType on
+--     every message and Outbox-Replay on a replayed one (outboxctl(8),
+--     replay): at most 8 headers, so that a replay of any row still fits;
 --   - SQS and SNS attribute names: 1 to 256 of [A-Za-z0-9_.-], no "..",
 --     not starting or ending with ".", not starting with "AWS." or
 --     "Amazon." in any case (reserved by AWS);
@@ -102,9 +103,10 @@ BEGIN
 		v_why := format('must be NULL or a JSON object, not %s %s',
 		    CASE WHEN jsonb_typeof(NEW.headers) = 'array' THEN 'an'
 		    ELSE 'a' END, jsonb_typeof(NEW.headers));
-	ELSIF (SELECT count(*) FROM jsonb_object_keys(NEW.headers)) > 9 THEN
-		v_why := format('%s headers, at most 9 (SQS and SNS take 10 '
-		    'message attributes and EventType is one)',
+	ELSIF (SELECT count(*) FROM jsonb_object_keys(NEW.headers)) > 8 THEN
+		v_why := format('%s headers, at most 8 (SQS and SNS take 10 '
+		    'message attributes; EventType is one, Outbox-Replay on a '
+		    'replay another)',
 		    (SELECT count(*) FROM jsonb_object_keys(NEW.headers)));
 	END IF;
 
@@ -133,7 +135,8 @@ BEGIN
 			    '"."', v_q);
 		ELSIF lower(v_name) IN ('eventtype', 'content-type',
 		    'user-agent', 'webhook-id', 'webhook-timestamp',
-		    'webhook-signature', 'x-outbox-event-type') THEN
+		    'webhook-signature', 'x-outbox-event-type',
+		    'outbox-replay') THEN
 			v_why := format('header %s is reserved (set by outboxd)',
 			    v_q);
 		ELSIF lower(v_name) IN ('authorization', 'proxy-authorization',
