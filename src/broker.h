@@ -233,6 +233,8 @@ struct outbox_msg {
 	int		 attempts;	/* publish attempts before this one */
 	int64_t		 created_ms;	/* the row's created_at, ms since the
 					   epoch (publish latency) */
+	int64_t		 replay;	/* the replay that put it back to
+					   pending (outbox.replay); 0: live */
 	/* filled by the sink before done() */
 	enum sink_outcome outcome;
 	enum sink_reason reason;	/* unless SINK_SENT */
