@@ -48,6 +48,11 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS commit_seq bigint;
 -- headers).  See outbox(7).
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS destination text;
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS headers jsonb;
+-- The replay (outbox_replays.id) that put a sent row back to pending;
+-- NULL: a live row.  Kept once the row is sent again, for audit, until
+-- another replay takes the row or retention deletes it.  The relay marks
+-- the message of a row that has one (Outbox-Replay: the id).
+ALTER TABLE outbox ADD COLUMN IF NOT EXISTS replay bigint;
 
 -- The rules a row's headers must keep (outbox(7), HEADERS), checked when
 -- the row is written, so that the application that wrote it hears of a
@@ -55,8 +60,9 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS headers jsonb;
 -- dead-lettered row.  Each header becomes an SQS or SNS message attribute
 -- of type String and a webhook request header, so the rules are the
 -- union of theirs:
---   - SQS and SNS take 10 attributes a message and outboxd sets EventType:
---     at most 9 headers;
+--   - SQS and SNS take 10 attributes a message; outboxd sets EventType on
+--     every message and Outbox-Replay on a replayed one (outboxctl(8),
+--     replay): at most 8 headers, so that a replay of any row still fits;
 --   - SQS and SNS attribute names: 1 to 256 of [A-Za-z0-9_.-], no "..",
 --     not starting or ending with ".", not starting with "AWS." or
 --     "Amazon." in any case (reserved by AWS);
@@ -102,9 +108,10 @@ BEGIN
 		v_why := format('must be NULL or a JSON object, not %s %s',
 		    CASE WHEN jsonb_typeof(NEW.headers) = 'array' THEN 'an'
 		    ELSE 'a' END, jsonb_typeof(NEW.headers));
-	ELSIF (SELECT count(*) FROM jsonb_object_keys(NEW.headers)) > 9 THEN
-		v_why := format('%s headers, at most 9 (SQS and SNS take 10 '
-		    'message attributes and EventType is one)',
+	ELSIF (SELECT count(*) FROM jsonb_object_keys(NEW.headers)) > 8 THEN
+		v_why := format('%s headers, at most 8 (SQS and SNS take 10 '
+		    'message attributes; EventType is one, Outbox-Replay on a '
+		    'replay another)',
 		    (SELECT count(*) FROM jsonb_object_keys(NEW.headers)));
 	END IF;
 
@@ -133,7 +140,8 @@ BEGIN
 			    '"."', v_q);
 		ELSIF lower(v_name) IN ('eventtype', 'content-type',
 		    'user-agent', 'webhook-id', 'webhook-timestamp',
-		    'webhook-signature', 'x-outbox-event-type') THEN
+		    'webhook-signature', 'x-outbox-event-type',
+		    'outbox-replay') THEN
 			v_why := format('header %s is reserved (set by outboxd)',
 			    v_q);
 		ELSIF lower(v_name) IN ('authorization', 'proxy-authorization',
@@ -362,11 +370,25 @@ CREATE TABLE IF NOT EXISTS outbox_paused_destinations (
 --
 -- outbox_claim(bigint, bigint, integer) of earlier releases, without
 -- destinations, is left in place for their relays during an upgrade.
+--
+-- The result gained the replay column after the first release with
+-- destinations; a function's result cannot be changed in place, so the
+-- old one is dropped first (this file runs in one transaction: no claim
+-- sees it missing).  Relays of that release name the columns they read
+-- and go on working with this one.
+DO $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM pg_proc p WHERE p.proname = 'outbox_claim'
+	    AND p.pronargs = 5 AND NOT ('replay' = ANY (p.proargnames))) THEN
+		DROP FUNCTION outbox_claim(bigint, bigint, integer, text, text[]);
+	END IF;
+END;
+$$;
 CREATE OR REPLACE FUNCTION outbox_claim(p_claim bigint, p_lease_ms bigint,
     p_limit integer, p_default text, p_skip text[])
 RETURNS TABLE (id bigint, event_type text, ordering_key text, payload text,
     attempts integer, created_at timestamptz, destination text,
-    headers text)
+    headers text, replay bigint)
 LANGUAGE plpgsql VOLATILE
 SET enable_sort = off
 SET enable_bitmapscan = off
@@ -450,7 +472,142 @@ BEGIN
 		  AND c.available_at <= now()
 		FOR UPDATE SKIP LOCKED))
 	RETURNING o.id, o.event_type, o.ordering_key, o.payload::text,
-	    o.attempts, o.created_at, o.destination, o.headers::text;
+	    o.attempts, o.created_at, o.destination, o.headers::text, o.replay;
+END;
+$$;
+
+-- Replays (outboxctl(8), REPLAY): one row per request to publish sent
+-- rows again.  The filter is kept as given (NULL: not filtered on); at
+-- least one part of it is set.  Times are half-open: from <= t < to.
+--   default_destination	the requester's relay.default_destination:
+--			a row whose destination is NULL is that one's
+--   requested_by, requested_at	who asked (outboxctl: user@host; the
+--			admin API: its peer) and when
+--   last_id		the highest outbox id at the request; with
+--			requested_at it fixes the selection: rows sent
+--			after the request are not part of it
+--   total		rows the filter selected at the request (the dry
+--			run's count)
+--   next_id		how far the job has gone: every row with an id up
+--			to it has been considered
+--   done		rows put back to pending so far; less than total
+--			when some were deleted, or not 'sent' any more,
+--			by the time the job reached them
+--   stepped_at		the job's last step: the rate is kept across every
+--			relay 1 of every host from it
+--   finished_at, cancelled	when the job was over, and whether an
+--			operator ended it
+CREATE TABLE IF NOT EXISTS outbox_replays (
+	id		bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	event_type	text,
+	ordering_key	text,
+	destination	text,
+	created_from	timestamptz,
+	created_to	timestamptz,
+	sent_from	timestamptz,
+	sent_to		timestamptz,
+	default_destination text,
+	requested_by	text NOT NULL,
+	requested_at	timestamptz NOT NULL DEFAULT now(),
+	last_id		bigint NOT NULL,
+	total		bigint NOT NULL,
+	next_id		bigint NOT NULL DEFAULT 0,
+	done		bigint NOT NULL DEFAULT 0,
+	stepped_at	timestamptz NOT NULL DEFAULT now(),
+	finished_at	timestamptz,
+	cancelled	boolean NOT NULL DEFAULT false,
+	CONSTRAINT outbox_replays_filter CHECK (event_type IS NOT NULL OR
+	    ordering_key IS NOT NULL OR destination IS NOT NULL OR
+	    created_from IS NOT NULL OR created_to IS NOT NULL OR
+	    sent_from IS NOT NULL OR sent_to IS NOT NULL)
+);
+
+-- The job finds the replays still under way; the progress of one counts
+-- its rows not sent yet.  Live rows (replay NULL) have no entry.
+CREATE INDEX IF NOT EXISTS outbox_replays_open_idx
+	ON outbox_replays (id) WHERE finished_at IS NULL;
+CREATE INDEX IF NOT EXISTS outbox_replay_idx
+	ON outbox (replay) WHERE replay IS NOT NULL AND status <> 'sent';
+
+-- outbox_replay_step(rate): one step of the oldest replay under way, run
+-- by relay 1's replay job (src/replay_job.c) a few times a second.  It
+-- puts back to pending at most rate rows a second since the last step
+-- (of any host), and none while 2 s worth of its rows still wait
+-- unsent (a slow or paused destination), in id order, from the rows
+-- with an id above next_id and up to 50,000 ids further: each step
+-- reads a bounded range of the primary key, however sparse the
+-- selection.  A row goes back as a redriven one does, and more: status
+-- pending, available now, no claim, attempts 0, no last_error,
+-- first_claimed_at NULL (it is no key's head yet) and replay set.  It
+-- keeps its id, payload, headers and commit_seq, so it sorts where it
+-- was among its key's rows: replayed rows go out in their original
+-- order, and a live row of the key written later waits behind them.
+-- sent_at keeps the first publish until the row is marked sent again.
+-- The filter here must select what replay.c's count selects.
+-- Answers the replay's id, the rows moved and whether it is over; no
+-- row when none is under way.  Wakes the relays when it moved rows.
+CREATE OR REPLACE FUNCTION outbox_replay_step(p_rate integer)
+RETURNS TABLE (replay bigint, moved integer, finished boolean)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+	r	outbox_replays%ROWTYPE;
+	v_budget integer;
+	v_wait	integer;
+	v_to	bigint;
+	v_n	integer;
+	v_sel	integer;
+	v_last	bigint;
+BEGIN
+	SELECT * INTO r FROM outbox_replays x WHERE x.finished_at IS NULL
+	ORDER BY x.id LIMIT 1 FOR UPDATE SKIP LOCKED;
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	v_budget := least(floor(p_rate * extract(epoch FROM
+	    clock_timestamp() - r.stepped_at)), p_rate)::integer;
+	SELECT count(*) INTO v_wait FROM (SELECT 1 FROM outbox w
+	    WHERE w.replay = r.id AND w.status = 'pending'
+	    LIMIT 2 * p_rate) w;
+	v_budget := least(v_budget, 2 * p_rate - v_wait);
+	IF v_budget < 1 THEN
+		RETURN QUERY SELECT r.id, 0, false;
+		RETURN;
+	END IF;
+	v_to := least(r.next_id + 50000, r.last_id);
+	WITH s AS (
+		SELECT o.id FROM outbox o
+		WHERE o.id > r.next_id AND o.id <= v_to
+		  AND o.status = 'sent' AND o.sent_at <= r.requested_at
+		  AND (r.event_type IS NULL OR o.event_type = r.event_type)
+		  AND (r.ordering_key IS NULL OR
+		    o.ordering_key = r.ordering_key)
+		  AND (r.destination IS NULL OR coalesce(o.destination,
+		    r.default_destination) = r.destination)
+		  AND (r.created_from IS NULL OR o.created_at >= r.created_from)
+		  AND (r.created_to IS NULL OR o.created_at < r.created_to)
+		  AND (r.sent_from IS NULL OR o.sent_at >= r.sent_from)
+		  AND (r.sent_to IS NULL OR o.sent_at < r.sent_to)
+		ORDER BY o.id LIMIT v_budget FOR UPDATE),
+	u AS (
+		UPDATE outbox o SET status = 'pending', available_at = now(),
+		    claim = NULL, first_claimed_at = NULL, attempts = 0,
+		    last_error = NULL, replay = r.id
+		FROM s WHERE o.id = s.id AND o.status = 'sent'
+		RETURNING o.id)
+	SELECT (SELECT count(*) FROM s), (SELECT max(s.id) FROM s),
+	    (SELECT count(*) FROM u) INTO v_sel, v_last, v_n;
+	IF v_sel < v_budget THEN
+		v_last := v_to;		-- the window is exhausted
+	END IF;
+	UPDATE outbox_replays x SET next_id = v_last, done = x.done + v_n,
+	    stepped_at = clock_timestamp(),
+	    finished_at = CASE WHEN v_last >= r.last_id THEN clock_timestamp()
+	    END
+	WHERE x.id = r.id;
+	IF v_n > 0 THEN
+		PERFORM pg_notify('outbox_new', '');
+	END IF;
+	RETURN QUERY SELECT r.id, v_n, v_last >= r.last_id;
 END;
 $$;
 

@@ -16,6 +16,11 @@
  *   POST /destinations/NAME/resume	publish them again
  *   POST /destinations/NAME/redrive	its failed rows back to pending (no
  *				body: all; or a body as /outbox/redrive's)
+ *   POST /outbox/replay	publish sent rows again: a JSON filter, and
+ *				"dry_run":true for the count alone
+ *   GET  /outbox/replays	the latest replays and their progress,
+ *				?limit=N; /outbox/replays/ID one of them
+ *   POST /outbox/replays/ID/cancel	end a replay now
  *
  * NAME is percent-decoded and must be a destination of the configuration
  * this worker was started with: one that cannot be a name is 400
@@ -57,6 +62,7 @@
 
 #include "outboxd.h"
 #include "http_guard.h"
+#include "replay.h"
 
 #define ADMIN_STATEMENT_TIMEOUT	"10s"
 #define ADMIN_IO_TIMEOUT_S	30
@@ -433,6 +439,142 @@ admin_post_pause(struct admin_worker *a, struct evhttp_request *req,
 	return admin_json(req, 200, j);
 }
 
+/* POST /outbox/replay: 202 with the replay recorded, 200 for a dry run
+ * or a filter that selects nothing. */
+static int
+admin_post_replay(struct admin_worker *a, struct evhttp_request *req)
+{
+	struct evbuffer		*in = evhttp_request_get_input_buffer(req);
+	struct replay_filter	 f;
+	char			 err[512], peer[80], who[96];
+	cJSON			*j, *n, *rep;
+	PGconn			*pg;
+	int			 dry_run, rv;
+
+	if (replay_parse((const char *)evbuffer_pullup(in, -1),
+	    evbuffer_get_length(in), a->conf, &f, &dry_run, err,
+	    sizeof(err)) == -1)
+		return admin_error(req, 400, "bad_request", err);
+	if ((pg = admin_db(a, err, sizeof(err))) == NULL) {
+		replay_filter_clear(&f);
+		return admin_error(req, 503, "database_unavailable", err);
+	}
+	admin_peer(req, peer, sizeof(peer));
+	snprintf(who, sizeof(who), "admin API %s", peer);
+	rv = replay_request(pg, a->conf, &f, dry_run, who, &j, err,
+	    sizeof(err));
+	if (rv == -1) {
+		replay_filter_clear(&f);
+		return admin_db_failed(a, req, err);
+	}
+	n = cJSON_GetObjectItemCaseSensitive(j, "selected");
+	rep = cJSON_GetObjectItemCaseSensitive(j, "replay");
+	log_kv(LOG_LEVEL_INFO, (const char *[]){ "peer", peer, "event_type",
+	    f.event_type, "destination", f.destination, NULL },
+	    "replay%s: %.0f sent row(s) selected%s", dry_run ? " (dry run)" :
+	    "", n != NULL ? n->valuedouble : 0, cJSON_IsObject(rep) ?
+	    ", recorded for relay 1" : "");
+	replay_filter_clear(&f);
+	return admin_json(req, cJSON_IsObject(rep) ? 202 : 200, j);
+}
+
+/* GET /outbox/replays (id 0) or /outbox/replays/ID. */
+static int
+admin_get_replays(struct admin_worker *a, struct evhttp_request *req,
+    const struct evhttp_uri *uri, int64_t id)
+{
+	struct evkeyvalq	 q;
+	const char		*qs = uri != NULL ? evhttp_uri_get_query(uri) :
+				    NULL;
+	char			 err[512], msg[128];
+	int64_t			 limit;
+	cJSON			*j, *arr;
+	PGconn			*pg;
+	int			 bad;
+
+	TAILQ_INIT(&q);
+	if (qs != NULL && evhttp_parse_query_str(qs, &q) == -1)
+		return admin_error(req, 400, "bad_request", "the query string "
+		    "cannot be read");
+	bad = admin_query_int(&q, "limit", REPLAY_LIST_LIMIT, 1,
+	    REPLAY_LIST_MAX, &limit) == -1;
+	evhttp_clear_headers(&q);
+	if (bad) {
+		snprintf(msg, sizeof(msg), "limit must be 1 to %d",
+		    REPLAY_LIST_MAX);
+		return admin_error(req, 400, "bad_request", msg);
+	}
+	if ((pg = admin_db(a, err, sizeof(err))) == NULL)
+		return admin_error(req, 503, "database_unavailable", err);
+	if (replay_list(pg, id, (int)limit, &j, err, sizeof(err)) == -1)
+		return admin_db_failed(a, req, err);
+	if (id == 0)
+		return admin_json(req, 200, j);
+	arr = cJSON_GetObjectItemCaseSensitive(j, "replays");
+	if (cJSON_GetArraySize(arr) != 1) {
+		cJSON_Delete(j);
+		return admin_error(req, 404, "unknown_replay", "no such replay");
+	}
+	arr = cJSON_DetachItemFromArray(arr, 0);
+	cJSON_Delete(j);
+	return admin_json(req, 200, arr);
+}
+
+/* POST /outbox/replays/ID/cancel: 200 cancelled, 409 over already. */
+static int
+admin_post_replay_cancel(struct admin_worker *a, struct evhttp_request *req,
+    int64_t id)
+{
+	char	 err[512], peer[80], ids[24];
+	cJSON	*j;
+	PGconn	*pg;
+	int	 rv;
+
+	if ((pg = admin_db(a, err, sizeof(err))) == NULL)
+		return admin_error(req, 503, "database_unavailable", err);
+	switch (rv = replay_cancel(pg, id, &j, err, sizeof(err))) {
+	case -1:
+		return admin_db_failed(a, req, err);
+	case 0:
+		return admin_error(req, 404, "unknown_replay", "no such replay");
+	case -2:
+		cJSON_Delete(j);
+		return admin_error(req, 409, "replay_over", "the replay is over "
+		    "already: every selected row was back to pending, or it "
+		    "was cancelled");
+	}
+	admin_peer(req, peer, sizeof(peer));
+	snprintf(ids, sizeof(ids), "%lld", (long long)id);
+	log_kv(LOG_LEVEL_INFO, (const char *[]){ "peer", peer, "replay", ids,
+	    NULL }, "replay cancelled");
+	return admin_json(req, 200, j);
+}
+
+/* The route of a path under /outbox/replays/: ID or ID/cancel, with the
+ * id in *id (0: not a replay id, then the route answers 404). */
+static int
+admin_replay_route(const char *path, int64_t *id)
+{
+	const char	*seg = path + strlen("/outbox/replays/");
+	char		*end;
+	long long	 n;
+
+	*id = 0;
+	if (*seg < '1' || *seg > '9')
+		return METRICS_ROUTE_OTHER;
+	errno = 0;
+	n = strtoll(seg, &end, 10);
+	if (errno != 0)
+		return METRICS_ROUTE_OTHER;
+	*id = n;
+	if (*end == '\0')
+		return METRICS_ROUTE_REPLAYS;
+	if (strcmp(end, "/cancel") == 0)
+		return METRICS_ROUTE_REPLAY_CANCEL;
+	*id = 0;
+	return METRICS_ROUTE_OTHER;
+}
+
 static int
 admin_bad_method(struct evhttp_request *req, const char *allow)
 {
@@ -454,6 +596,7 @@ admin_request(struct evhttp_request *req, void *arg)
 	char			 err[512], *name = NULL;
 	cJSON			*j;
 	PGconn			*pg;
+	int64_t			 replay_id = 0;
 	int			 route, code, get, post, bad = 0;
 
 	http_guard_request_start(&a->guard, req);
@@ -475,6 +618,12 @@ admin_request(struct evhttp_request *req, void *arg)
 		route = METRICS_ROUTE_DESTINATIONS;
 	else if (strncmp(path, "/destinations/", 14) == 0)
 		route = admin_dest_route(path, &name, &bad);
+	else if (strcmp(path, "/outbox/replay") == 0)
+		route = METRICS_ROUTE_REPLAY;
+	else if (strcmp(path, "/outbox/replays") == 0)
+		route = METRICS_ROUTE_REPLAYS;
+	else if (strncmp(path, "/outbox/replays/", 16) == 0)
+		route = admin_replay_route(path, &replay_id);
 	else
 		route = METRICS_ROUTE_OTHER;
 
@@ -532,6 +681,18 @@ admin_request(struct evhttp_request *req, void *arg)
 		else
 			code = admin_post_dest_pause(a, req, name,
 			    route == METRICS_ROUTE_DEST_PAUSE);
+		break;
+	case METRICS_ROUTE_REPLAY:
+		code = post ? admin_post_replay(a, req) :
+		    admin_bad_method(req, "POST");
+		break;
+	case METRICS_ROUTE_REPLAYS:
+		code = get ? admin_get_replays(a, req, uri, replay_id) :
+		    admin_bad_method(req, "GET, HEAD");
+		break;
+	case METRICS_ROUTE_REPLAY_CANCEL:
+		code = post ? admin_post_replay_cancel(a, req, replay_id) :
+		    admin_bad_method(req, "POST");
 		break;
 	default:
 		code = admin_error(req, 404, "not_found", "no such resource");

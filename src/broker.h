@@ -253,6 +253,8 @@ struct outbox_msg {
 	int		 attempts;	/* publish attempts before this one */
 	int64_t		 created_ms;	/* the row's created_at, ms since the
 					   epoch (publish latency) */
+	int64_t		 replay;	/* the replay that put it back to
+					   pending (outbox.replay); 0: live */
 	/* filled by the sink before done() */
 	enum sink_outcome outcome;
 	enum sink_reason reason;	/* unless SINK_SENT */
@@ -349,8 +351,12 @@ void		 sink_headers_free(struct outbox_header *, int n);
  * SINK_HEADER_NAME_MAX of [A-Za-z0-9_.-] (SQS and SNS attribute names),
  * values 1 to SINK_HEADER_VALUE_MAX bytes, all of them together at most
  * SINK_HEADERS_BYTES_MAX bytes. */
-#define SINK_HEADERS_MAX	9	/* SQS and SNS: 10 attributes, one is
-					   EventType */
+#define SINK_HEADERS_MAX	8	/* SQS and SNS: 10 attributes; one is
+					   EventType, one the replay marker */
+/* The header (SQS and SNS message attribute) the relay adds to a
+ * replayed row's message, valued with the replay's id (outboxctl(8),
+ * replay); reserved, so that no row can forge it. */
+#define SINK_REPLAY_HEADER	"Outbox-Replay"
 #define SINK_HEADER_NAME_MAX	256	/* characters */
 #define SINK_HEADER_VALUE_MAX	4096	/* bytes */
 #define SINK_HEADERS_BYTES_MAX	8192	/* bytes of every name and value */

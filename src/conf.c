@@ -160,6 +160,7 @@ CONF_RANGE(conf_v_hooktimeout, 100, 600L * 1000)
 CONF_RANGE(conf_v_maxconns, 0, 1048576)
 CONF_RANGE(conf_v_unready, 0, 24L * 3600 * 1000)
 CONF_RANGE(conf_v_idemttl, 1, 30L * 24 * 3600)
+CONF_RANGE(conf_v_replayrate, 1, 100000)
 
 static int
 conf_v_sink(cfg_t *cfg, cfg_opt_t *opt)
@@ -331,6 +332,7 @@ static cfg_opt_t relay_opts[] = {
 	CFG_INT("backoff_max", 300000, CFGF_NONE),
 	CFG_INT("max_message_size", 262144, CFGF_NONE),
 	CFG_INT("retention", 604800, CFGF_NONE),
+	CFG_INT("replay_rate", 200, CFGF_NONE),
 	CFG_BOOL("handoff", cfg_true, CFGF_NONE),
 	CFG_INT("unready_after", 60000, CFGF_NONE),
 	CFG_STR("default_destination", NULL, CFGF_NONE),
@@ -445,6 +447,7 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "relay|backoff_max", conf_v_backoff);
 	cfg_set_validate_func(cfg, "relay|max_message_size", conf_v_msgsize);
 	cfg_set_validate_func(cfg, "relay|retention", conf_v_retention);
+	cfg_set_validate_func(cfg, "relay|replay_rate", conf_v_replayrate);
 	cfg_set_validate_func(cfg, "relay|unready_after", conf_v_unready);
 	cfg_set_validate_func(cfg, "webhook|url", conf_check_url);
 	cfg_set_validate_func(cfg, "webhook|timeout", conf_v_hooktimeout);
@@ -596,6 +599,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->relay.backoff_max = cfg_getint(r, "backoff_max");
 	c->relay.max_message_size = cfg_getint(r, "max_message_size");
 	c->relay.retention = cfg_getint(r, "retention");
+	c->relay.replay_rate = cfg_getint(r, "replay_rate");
 	c->relay.handoff = cfg_getbool(r, "handoff");
 	c->relay.unready_after = cfg_getint(r, "unready_after");
 	c->webhook.url = conf_strdup_or_null(cfg_getstr(w, "url"));

@@ -191,6 +191,7 @@ handoff_recv(struct claimed_row *row, char *buf, size_t size)
 	row->destination = NULL;
 	row->headers = NULL;
 	row->headers_len = 0;
+	row->replay = 0;
 	return 1;
 }
 

@@ -246,6 +246,15 @@ metrics_published(int dest, int outcome, int n)
 }
 
 void
+metrics_replayed(int dest, int n)
+{
+	struct metrics_dest	*d = metrics_slot(dest);
+
+	if (d != NULL && n > 0)
+		ADD(&d->replayed, (uint64_t)n);
+}
+
+void
 metrics_publish_failure(int dest, int reason)
 {
 	struct metrics_dest	*d = metrics_slot(dest);

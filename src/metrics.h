@@ -39,6 +39,7 @@ struct metrics_dest {
 	int64_t		sink;		/* enum conf_sink; -1: the other */
 	int64_t		configured;	/* in the current configuration */
 	uint64_t	published[METRICS_NOUTCOMES];
+	uint64_t	replayed;	/* replayed messages sent */
 	uint64_t	failures[SINK_NREASONS];
 	struct metrics_hist publish_latency;
 	struct metrics_hist sink_duration;

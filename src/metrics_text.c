@@ -34,6 +34,9 @@ static const char *const metrics_route_names[METRICS_NROUTES] = {
 	[METRICS_ROUTE_DEST_PAUSE] = "/destinations/{name}/pause",
 	[METRICS_ROUTE_DEST_RESUME] = "/destinations/{name}/resume",
 	[METRICS_ROUTE_DEST_REDRIVE] = "/destinations/{name}/redrive",
+	[METRICS_ROUTE_REPLAY] = "/outbox/replay",
+	[METRICS_ROUTE_REPLAYS] = "/outbox/replays",
+	[METRICS_ROUTE_REPLAY_CANCEL] = "/outbox/replays/{id}/cancel",
 	[METRICS_ROUTE_OTHER] = "other",
 };
 static const char *const metrics_class_names[] = {
@@ -232,6 +235,15 @@ metrics_render_dests(struct metrics_buf *b)
 			metrics_printf(b, "outboxd_published_messages_total{%s,"
 			    "outcome=\"%s\"} %" PRIu64 "\n", labels,
 			    metrics_outcome_names[j], LOAD(&d->published[j]));
+	}
+	metrics_family(b, "outboxd_replayed_messages_total", "counter",
+	    "Replayed outbox messages (outboxctl replay) sent, by destination "
+	    "and its sink; not in outboxd_published_messages_total's sent.");
+	for (i = 0; i < n; i++) {
+		d = &metrics_shm->dests[slots[i]];
+		metrics_dest_labels(labels, sizeof(labels), slots[i]);
+		metrics_printf(b, "outboxd_replayed_messages_total{%s} %" PRIu64
+		    "\n", labels, LOAD(&d->replayed));
 	}
 	metrics_family(b, "outboxd_publish_failures_total", "counter",
 	    "Failed publish attempts, by destination, its sink and reason "

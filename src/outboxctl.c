@@ -9,6 +9,8 @@
  *	outboxctl [-c FILE] redrive [--destination NAME] --all |
  *	    --event-type T | ID... [--json]
  *	outboxctl [-c FILE] pause | resume [DESTINATION] [--json]
+ *	outboxctl [-c FILE] replay FILTER... [--dry-run] [--json]
+ *	outboxctl [-c FILE] replays [ID [--cancel]] [--limit N] [--json]
  *	outboxctl [-c FILE] fulfillment ORDER_ID
  *
  *	outboxctl -h | -V
@@ -60,6 +62,14 @@ static const struct ctl_cmd ctl_cmds[] = {
 	  -1, ctl_pause },
 	{ "resume", "[DESTINATION] [--json]", "publish again", -1,
 	  ctl_resume },
+	{ "replay", "[--event-type T] [--ordering-key K] [--destination NAME]\n"
+	  "               [--created-from TIME] [--created-to TIME] "
+	  "[--sent-from TIME]\n               [--sent-to TIME] [--dry-run] "
+	  "[--json]",
+	  "publish sent rows again (at least one filter; TIME: RFC 3339)", -1,
+	  ctl_replay },
+	{ "replays", "[ID [--cancel]] [--limit N] [--json]",
+	  "list replays and their progress, or cancel one", -1, ctl_replays },
 	{ "fulfillment", "ORDER_ID",
 	  "print the DynamoDB fulfillment item of an order as JSON", 1,
 	  ctl_fulfillment },

@@ -20,5 +20,7 @@ int	ctl_failed(struct conf *, int, char **);
 int	ctl_redrive(struct conf *, int, char **);
 int	ctl_pause(struct conf *, int, char **);
 int	ctl_resume(struct conf *, int, char **);
+int	ctl_replay(struct conf *, int, char **);
+int	ctl_replays(struct conf *, int, char **);
 
 #endif /* OUTBOXCTL_H */

@@ -1,6 +1,7 @@
 /*
  * outboxctl_ops.c - the outbox commands of outboxctl: status, failed,
- * redrive, pause, resume, each of all destinations or of one.  They talk
+ * redrive, pause, resume, each of all destinations or of one; replay and
+ * replays (replay.c).  They talk
  * to PostgreSQL directly (the database of the configuration file)
  * through admin.c, the same operations and SQL as the admin API, and
  * print its JSON answer (--json) or a table.  A destination named on the
@@ -18,11 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cjson/cJSON.h>
 #include <libpq-fe.h>
 
 #include "outboxd.h"
 #include "outboxctl.h"
+#include "replay.h"
 
 #define CTL_STATEMENT_TIMEOUT	"30s"
 #define CTL_ERROR_WIDTH		60	/* last_error characters in a table */
@@ -482,4 +487,218 @@ int
 ctl_resume(struct conf *conf, int argc, char **argv)
 {
 	return ctl_pause_run(conf, argc, argv, 0);
+}
+
+/* Who asks for a replay, as outbox_replays.requested_by records it. */
+static void
+ctl_who(char *buf, size_t len)
+{
+	struct passwd	*pw = getpwuid(getuid());
+	char		 host[256];
+
+	if (gethostname(host, sizeof(host)) == -1)
+		snprintf(host, sizeof(host), "?");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(buf, len, "outboxctl %s@%s", pw != NULL ? pw->pw_name : "?",
+	    host);
+}
+
+/* A replay's line of a table. */
+static void
+ctl_replay_line(const cJSON *r)
+{
+	const cJSON	*f = cJSON_GetObjectItemCaseSensitive(r, "filter"), *e;
+	char		 cell[80];
+
+	printf("%-6.0f %-9s %8.0f %8.0f %8.0f %6.0f  ", ctl_num(r, "id"),
+	    ctl_str(r, "state") != NULL ? ctl_str(r, "state") : "?",
+	    ctl_num(r, "total"), ctl_num(r, "done"), ctl_num(r, "pending"),
+	    ctl_num(r, "failed"));
+	cJSON_ArrayForEach(e, f) {
+		ctl_cell(cell, sizeof(cell), e->valuestring, 40);
+		printf("%s=%s ", e->string, cell);
+	}
+	printf("\n");
+}
+
+static void
+ctl_replay_header(void)
+{
+	printf("%-6s %-9s %8s %8s %8s %6s  %s\n", "ID", "STATE", "TOTAL",
+	    "DONE", "PENDING", "FAILED", "FILTER");
+}
+
+/* --event-type and the other filter options: the filter's part. */
+static const char *
+ctl_replay_part(const char *opt)
+{
+	static const char *const	 map[][2] = {
+		{ "--event-type", "event_type" },
+		{ "--ordering-key", "ordering_key" },
+		{ "--destination", "destination" },
+		{ "--created-from", "created_from" },
+		{ "--created-to", "created_to" },
+		{ "--sent-from", "sent_from" },
+		{ "--sent-to", "sent_to" },
+	};
+	size_t				 i;
+
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(opt, map[i][0]) == 0)
+			return map[i][1];
+	return NULL;
+}
+
+int
+ctl_replay(struct conf *conf, int argc, char **argv)
+{
+	struct ctl_opts		 o;
+	struct replay_filter	 f;
+	const char		*part;
+	char			 err[1024], who[320];
+	cJSON			*j, *rep;
+	PGconn			*pg;
+	int			 i, dry_run = 0, rv, n;
+
+	memset(&f, 0, sizeof(f));
+	if (ctl_opts_parse(argc, argv, &o, "replay") == -1)
+		goto usage;
+	for (i = 0; i < o.nargs; i++) {
+		if (strcmp(o.args[i], "--dry-run") == 0 ||
+		    strcmp(o.args[i], "-n") == 0) {
+			dry_run = 1;
+			continue;
+		}
+		if ((part = ctl_replay_part(o.args[i])) == NULL ||
+		    i + 1 == o.nargs) {
+			fprintf(stderr, "outboxctl replay: %s: %s\n", o.args[i],
+			    part == NULL ? "unknown option" : "needs a value");
+			goto usage;
+		}
+		if (strcmp(part, "destination") == 0 &&
+		    (rv = ctl_dest_check(conf, "replay", o.args[i + 1])) !=
+		    CTL_EX_FOUND) {
+			replay_filter_clear(&f);
+			return rv;
+		}
+		if (replay_filter_set(&f, conf, part, o.args[++i], err,
+		    sizeof(err)) == -1) {
+			fprintf(stderr, "outboxctl replay: %s\n", err);
+			goto usage;
+		}
+	}
+	if (replay_filter_check(&f, err, sizeof(err)) == -1) {
+		fprintf(stderr, "outboxctl replay: %s\n", err);
+		goto usage;
+	}
+	if ((pg = ctl_db(conf)) == NULL) {
+		replay_filter_clear(&f);
+		return CTL_EX_SERVICE;
+	}
+	ctl_who(who, sizeof(who));
+	rv = replay_request(pg, conf, &f, dry_run, who, &j, err, sizeof(err));
+	PQfinish(pg);
+	replay_filter_clear(&f);
+	if (rv == -1) {
+		fprintf(stderr, "outboxctl: %s\n", err);
+		return CTL_EX_SERVICE;
+	}
+	n = (int)ctl_num(j, "selected");
+	rep = cJSON_GetObjectItemCaseSensitive(j, "replay");
+	if (o.json)
+		ctl_print_json(j);
+	else if (dry_run)
+		printf("dry run: %d sent row(s) selected, nothing replayed\n",
+		    n);
+	else if (!cJSON_IsObject(rep))
+		printf("no sent row matched: nothing replayed\n");
+	else
+		printf("replay %.0f: %d sent row(s) to publish again at %d "
+		    "row(s)/s (outboxctl replays %.0f for its progress)\n",
+		    ctl_num(rep, "id"), n, conf->relay.replay_rate,
+		    ctl_num(rep, "id"));
+	cJSON_Delete(j);
+	return n > 0 ? CTL_EX_FOUND : CTL_EX_NOTFOUND;
+usage:
+	replay_filter_clear(&f);
+	fprintf(stderr, "usage: outboxctl replay [--event-type TYPE] "
+	    "[--ordering-key KEY] [--destination NAME] [--created-from TIME] "
+	    "[--created-to TIME] [--sent-from TIME] [--sent-to TIME] "
+	    "[--dry-run] [--json]\n");
+	return CTL_EX_USAGE;
+}
+
+int
+ctl_replays(struct conf *conf, int argc, char **argv)
+{
+	struct ctl_opts	 o;
+	char		 err[1024];
+	int64_t		 id = 0, limit = REPLAY_LIST_LIMIT;
+	cJSON		*j, *arr, *e;
+	PGconn		*pg;
+	int		 i, rv, n, cancel = 0;
+
+	if (ctl_opts_parse(argc, argv, &o, "replays") == -1)
+		goto usage;
+	for (i = 0; i < o.nargs; i++) {
+		if (strcmp(o.args[i], "--limit") == 0 && i + 1 < o.nargs) {
+			if (ctl_int(o.args[++i], REPLAY_LIST_MAX, &limit) == -1 ||
+			    limit == 0)
+				goto usage;
+		} else if (strcmp(o.args[i], "--cancel") == 0)
+			cancel = 1;
+		else if (id == 0 && ctl_int(o.args[i], INT64_MAX, &id) == 0 &&
+		    id > 0)
+			continue;
+		else
+			goto usage;
+	}
+	if (cancel && id == 0)
+		goto usage;
+	if ((pg = ctl_db(conf)) == NULL)
+		return CTL_EX_SERVICE;
+	if (cancel) {
+		rv = replay_cancel(pg, id, &j, err, sizeof(err));
+		PQfinish(pg);
+		if (rv == -1) {
+			fprintf(stderr, "outboxctl: %s\n", err);
+			return CTL_EX_SERVICE;
+		}
+		if (rv == 0) {
+			fprintf(stderr, "outboxctl replays: no replay %lld\n",
+			    (long long)id);
+			return CTL_EX_NOTFOUND;
+		}
+		if (o.json)
+			ctl_print_json(j);
+		else
+			printf("replay %lld %s\n", (long long)id, rv == 1 ?
+			    "cancelled (rows already back to pending still go)" :
+			    "was over already");
+		cJSON_Delete(j);
+		return rv == 1 ? CTL_EX_FOUND : CTL_EX_NOTFOUND;
+	}
+	rv = replay_list(pg, id, (int)limit, &j, err, sizeof(err));
+	PQfinish(pg);
+	if (rv == -1) {
+		fprintf(stderr, "outboxctl: %s\n", err);
+		return CTL_EX_SERVICE;
+	}
+	arr = cJSON_GetObjectItemCaseSensitive(j, "replays");
+	n = cJSON_GetArraySize(arr);
+	if (o.json)
+		ctl_print_json(id > 0 && n == 1 ? cJSON_GetArrayItem(arr, 0) : j);
+	else if (n == 0)
+		printf("%s\n", id > 0 ? "no such replay" : "no replay yet");
+	else {
+		ctl_replay_header();
+		cJSON_ArrayForEach(e, arr)
+			ctl_replay_line(e);
+	}
+	cJSON_Delete(j);
+	return n > 0 ? CTL_EX_FOUND : CTL_EX_NOTFOUND;
+usage:
+	fprintf(stderr, "usage: outboxctl replays [ID [--cancel]] [--limit N] "
+	    "[--json]\n");
+	return CTL_EX_USAGE;
 }

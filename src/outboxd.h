@@ -132,6 +132,7 @@ struct conf {
 		long	 backoff_max;		/* ms, retry delay cap */
 		long	 max_message_size;	/* bytes the broker accepts */
 		long	 retention;		/* s sent rows are kept; 0 = ever */
+		int	 replay_rate;		/* rows/s a replay puts back */
 		int	 handoff;		/* HTTP workers hand rows to
 						   relay 1 (handoff.c) */
 		long	 unready_after;		/* ms the sink may fail every
@@ -543,6 +544,9 @@ enum metrics_route {
 	METRICS_ROUTE_DEST_PAUSE,	/* admin: POST .../{name}/pause */
 	METRICS_ROUTE_DEST_RESUME,	/* admin: POST .../{name}/resume */
 	METRICS_ROUTE_DEST_REDRIVE,	/* admin: POST .../{name}/redrive */
+	METRICS_ROUTE_REPLAY,		/* admin: POST /outbox/replay */
+	METRICS_ROUTE_REPLAYS,		/* admin: GET /outbox/replays[/{id}] */
+	METRICS_ROUTE_REPLAY_CANCEL,	/* admin: POST .../{id}/cancel */
 	METRICS_ROUTE_OTHER,		/* anything else (404) */
 	METRICS_NROUTES
 };
@@ -589,6 +593,9 @@ int		 metrics_dest(const struct conf_destination *d);
  * dest a slot from metrics_dest(). */
 void		 metrics_http_request(int route, int status, uint64_t us);
 void		 metrics_published(int dest, int outcome, int n);
+/* n replayed messages (outbox.replay set) sent: counted here, not as
+ * published sent, and without a publish latency. */
+void		 metrics_replayed(int dest, int n);
 /* A failed publish attempt, by its enum sink_reason. */
 void		 metrics_publish_failure(int dest, int reason);
 /* From a row's created_at to its acknowledgement. */
@@ -752,6 +759,7 @@ struct claimed_row {
 	const char	*destination;	/* NULL: the default */
 	const char	*headers;	/* JSON object text; NULL: none */
 	size_t		 headers_len;
+	int64_t		 replay;	/* outbox.replay; 0: a live row */
 };
 
 /* A new random claim token: unique enough per claim, only compared for

@@ -8,7 +8,8 @@
  * claimed rows to the sink in chunks; relay_pg.c is the connection, with
  * one statement in flight at a time; relay_handoff.c takes the rows HTTP
  * workers hand to relay 1 already claimed.  Relay 1 also runs retention
- * (retention.c), on a connection of its own.
+ * (retention.c) and the replay job (replay_job.c), each on a connection
+ * of its own.
  *
  * Wake-ups: relay 1 LISTENs on OUTBOX_CHANNEL (a payload-free hint sent
  * once per inserting statement) and claims on every notification; every
@@ -252,6 +253,7 @@ relay_stop(void *arg, int deadline)
 	if (!r->stopping) {
 		r->stopping = 1;
 		retention_stop(r->retention);
+		replay_job_stop(r->replay);
 		/* Rows handed over from now on are left for the next relay 1
 		 * (the master keeps the socket) or their lease. */
 		relay_handoff_gate(r);
@@ -317,6 +319,8 @@ relay_main(struct conf *conf, int index)
 	/* Even with relay.retention 0: expired Idempotency-Keys go. */
 	if (index == 1 && (r.retention = retention_new(r.base, conf)) == NULL)
 		fatalx("retention_new");
+	if (index == 1 && (r.replay = replay_job_new(r.base, conf)) == NULL)
+		fatalx("replay_job_new");
 	for (i = 0; i < r.n_dests; i++) {
 		struct relay_dest	*d = &r.dests[i];
 
@@ -341,6 +345,7 @@ relay_main(struct conf *conf, int index)
 	event_free(r.master_stop_ev);
 	free(r.sent);
 	retention_free(r.retention);
+	replay_job_free(r.replay);
 	/* Aborts the requests of a give-up (no callback runs); their
 	 * chunks' rows are left to the lease, as are those of chunks still
 	 * waiting after a forced exit. */

@@ -22,6 +22,7 @@
 
 #include "outboxd.h"
 #include "broker.h"
+#include "replay.h"
 
 #define RELAY_MAX_INFLIGHT	320	/* rows claimed, not yet recorded */
 #define RELAY_LOW_WATER		(RELAY_MAX_INFLIGHT / 2) /* claim again */
@@ -102,6 +103,7 @@ struct relay {
 	struct event		*give_up;	/* stopping: rows at the sink */
 	struct event		*handoff_ev;	/* relay 1: rows handed over */
 	struct retention	*retention;	/* relay 1: old sent rows */
+	struct replay_job	*replay;	/* relay 1: replays (replay.h) */
 	struct relay_dest	*dests;		/* n_dests + 1: see relay_dest */
 	int			 n_dests;
 	long			 reconnect_delay;

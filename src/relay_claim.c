@@ -36,8 +36,8 @@
 static const char relay_claim_sql[] =
 	"SELECT id, event_type, "
 	"ordering_key, payload, attempts, "
-	"(1000 * extract(epoch FROM created_at))::bigint, destination, headers "
-	"FROM outbox_claim($1, $2, $3, $4, $5) ORDER BY id";
+	"(1000 * extract(epoch FROM created_at))::bigint, destination, headers, "
+	"replay FROM outbox_claim($1, $2, $3, $4, $5) ORDER BY id";
 
 /*
  * Rows $1 (bigint[]) sent, each if still under its claim $2, sent_at the
@@ -183,6 +183,8 @@ relay_claim_done(struct relay *r, PGresult *res)
 		row.headers = PQgetisnull(res, i, 7) ? NULL :
 		    PQgetvalue(res, i, 7);
 		row.headers_len = PQgetlength(res, i, 7);
+		row.replay = PQgetisnull(res, i, 8) ? 0 :
+		    strtoll(PQgetvalue(res, i, 8), NULL, 10);
 		relay_sink_add(r, &row, atoi(PQgetvalue(res, i, 4)), now);
 	}
 	relay_sink_flush(r);

@@ -30,6 +30,29 @@
 
 static void	relay_sink_answered(struct outbox_msg *, int, void *);
 
+/*
+ * Append the replay marker (SINK_REPLAY_HEADER: the replay's id) to a
+ * replayed row's headers, after they passed the rules: the name is
+ * reserved, so no row's own header can be it, and SINK_HEADERS_MAX
+ * leaves the attribute it takes at SQS and SNS.  The consumer sees the
+ * original id (the SQS MessageDeduplicationId, the webhook-id) and body,
+ * and can tell the delivery is a replay.
+ */
+static void
+relay_sink_mark_replay(struct outbox_header **hdr, int *n, int64_t replay)
+{
+	struct outbox_header	*h;
+
+	if ((h = reallocarray(*hdr, (size_t)*n + 1, sizeof(*h))) == NULL)
+		fatal("reallocarray");
+	*hdr = h;
+	h[*n].name = strdup(SINK_REPLAY_HEADER);
+	if (h[*n].name == NULL ||
+	    asprintf(&h[*n].value, "%lld", (long long)replay) == -1)
+		fatal("strdup");
+	(*n)++;
+}
+
 void
 relay_sink_open(struct relay *r)
 {
@@ -149,10 +172,16 @@ relay_sink_add(struct relay *r, const struct claimed_row *row, int attempts,
 				    row->lease_ms * 1000;
 	struct outbox_header	*hdr = NULL;
 	char			 why[512];
-	int			 nhdr = 0, bad_headers, i;
+	int			 nhdr = 0, bad_headers, marked, i;
 
 	bad_headers = sink_headers_parse(row->headers, row->headers_len, &hdr,
 	    &nhdr) == -1;
+	/* The marker after the row's own headers, once they are known to
+	 * keep the rules (checked again below, to refuse the row if not). */
+	marked = !bad_headers && row->replay > 0 &&
+	    sink_headers_check(hdr, nhdr, why, sizeof(why)) == 0;
+	if (marked)
+		relay_sink_mark_replay(&hdr, &nhdr, row->replay);
 	size = row->payload_len + row->type_len +
 	    (d->sink != NULL ? d->sink->msg_overhead : 0);
 	for (i = 0; i < nhdr; i++)
@@ -185,6 +214,7 @@ relay_sink_add(struct relay *r, const struct claimed_row *row, int attempts,
 	m->nheaders = nhdr;
 	m->attempts = attempts;
 	m->created_ms = row->created_ms;
+	m->replay = row->replay;
 	m->retry_after = -1;
 	m->reason = SINK_REASON_OTHER;	/* the sink says why, if it fails */
 	if (m->event_type == NULL || m->key == NULL || m->payload == NULL)
@@ -202,7 +232,8 @@ relay_sink_add(struct relay *r, const struct claimed_row *row, int attempts,
 	else if (bad_headers)
 		sink_refuse(m, SINK_REASON_REJECTED, "headers: not a "
 		    "JSON object whose values are strings");
-	else if (sink_headers_check(hdr, nhdr, why, sizeof(why)) == -1)
+	else if (sink_headers_check(hdr, nhdr - marked, why, sizeof(why)) ==
+	    -1)
 		sink_refuse(m, SINK_REASON_REJECTED, "headers: %s", why);
 	else if (size > budget)
 		sink_refuse(m, SINK_REASON_TOO_LARGE, "message of %zu "
@@ -361,7 +392,9 @@ relay_sink_pump(struct relay *r)
 }
 
 /* Count a chunk's outcomes under its destination (rows naming none of
- * ours under the metrics' other): sent with their latency, failed
+ * ours under the metrics' other): sent with their latency (a replayed
+ * message apart, as replayed, without a latency: its created_at is the
+ * original's), failed
  * attempts by reason, and whether each will be retried or was given up.
  * Then tell /readyz whether the destination's sink works: a message
  * sent, or a failure of the sink's own (a message it refuses, or one
@@ -370,12 +403,16 @@ static void
 relay_sink_count(struct relay *r, const struct relay_chunk *ch)
 {
 	int64_t		now = ch->acked_us / 1000, lat;
-	int		i, nsent = 0, why = -1;
+	int		i, nsent = 0, nreplayed = 0, why = -1;
 	int		dest = metrics_dest(ch->dest->t.dest);
 
 	for (i = 0; i < ch->n; i++) {
 		const struct outbox_msg	*m = &ch->msgs[i];
 
+		if (m->outcome == SINK_SENT && m->replay > 0) {
+			nreplayed++;
+			continue;
+		}
 		if (m->outcome == SINK_SENT) {
 			nsent++;
 			/* Clocks of two hosts: never below zero. */
@@ -393,6 +430,8 @@ relay_sink_count(struct relay *r, const struct relay_chunk *ch)
 			why = m->reason;
 	}
 	metrics_published(dest, METRICS_PUBLISH_SENT, nsent);
+	metrics_replayed(dest, nreplayed);
+	nsent += nreplayed;
 	if (nsent > 0)
 		metrics_sink_outcome(dest, 1, 0);
 	else if (why != -1)

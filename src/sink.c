@@ -117,6 +117,7 @@ static const struct {
 	{ "webhook-timestamp", "set by outboxd" },
 	{ "webhook-signature", "set by outboxd" },
 	{ "X-Outbox-Event-Type", "set by outboxd" },
+	{ SINK_REPLAY_HEADER, "set by outboxd" },
 	{ "Authorization", "authentication" },
 	{ "Proxy-Authorization", "authentication" },
 	{ "Cookie", "authentication" },
@@ -262,8 +263,8 @@ sink_headers_check(const struct outbox_header *h, int n, char *why,
 
 	if (n > SINK_HEADERS_MAX)
 		return (sink_rule(why, len, "%d headers, at most %d (SQS and "
-		    "SNS take 10 message attributes and EventType is one)", n,
-		    SINK_HEADERS_MAX));
+		    "SNS take 10 message attributes; EventType is one, "
+		    "Outbox-Replay on a replay another)", n, SINK_HEADERS_MAX));
 	for (i = 0; i < n; i++) {
 		sink_header_quote(h[i].name, q, sizeof(q));
 		if (sink_header_name_check(h, i, q, why, len) == -1 ||

@@ -103,8 +103,8 @@ open_pid=$!
 refuse "not an object" '["traceparent"]' 'must be NULL or a JSON object, not an array'
 refuse "a string" '"traceparent"' 'must be NULL or a JSON object, not a string'
 refuse "JSON null" 'null' 'must be SQL NULL or a JSON object, not JSON null'
-ten=$(jq -nc '[range(1; 11) | {key: "h\(.)", value: "v"}] | from_entries')
-refuse "10 headers" "$ten" '10 headers, at most 9 (SQS and SNS take 10 message attributes and EventType is one)'
+ten=$(jq -nc '[range(1; 10) | {key: "h\(.)", value: "v"}] | from_entries')
+refuse "9 headers" "$ten" '9 headers, at most 8 (SQS and SNS take 10 message attributes; EventType is one, Outbox-Replay on a replay another)'
 refuse "a number value" '{"retries": 3}' 'header "retries" is a number, not a string'
 refuse "an object value" '{"ctx": {"a": "b"}}' 'header "ctx" is an object, not a string'
 refuse "an empty name" '{"": "x"}' 'header name "" is empty'
@@ -131,6 +131,7 @@ webhook-id set by outboxd
 Webhook-Timestamp set by outboxd
 webhook-signature set by outboxd
 X-Outbox-Event-Type set by outboxd
+Outbox-Replay set by outboxd
 Authorization authentication
 Proxy-Authorization authentication
 cookie authentication
@@ -182,11 +183,11 @@ check_eq "1: the transaction open across the refusals committed" 2 \
 	"$(sql "SELECT count(*) FROM outbox WHERE ordering_key IN ('open-1', 'open-2')")"
 after=$(ins after-1 "" '{"x-seq": "after"}')
 # The boundaries: accepted.
-nine=$(jq -nc '[range(1; 10) | {key: "h\(.)", value: "v\(.)"}] | from_entries')
+nine=$(jq -nc '[range(1; 9) | {key: "h\(.)", value: "v\(.)"}] | from_entries')
 b9=$(ins bound-9 "" "$nine")
 b256=$(ins bound-256 "" "{\"$(rep N 256)\": \"$(rep v 4096)\"}")
 b8192=$(ins bound-8192 hook "{\"a\": \"$(rep v 4095)\", \"b\": \"$(rep v 4095)\"}")
-check_eq "1: 9 headers, a 256-character name, 4096-byte values, 8192 bytes in all: accepted" 3 \
+check_eq "1: 8 headers, a 256-character name, 4096-byte values, 8192 bytes in all: accepted" 3 \
 	"$(sql "SELECT count(*) FROM outbox WHERE id IN (${b9:-0}, ${b256:-0}, ${b8192:-0})")"
 
 # ---- 2: byte for byte ------------------------------------------------------------
@@ -207,8 +208,8 @@ sqs_take "$QUEUE_URL" 6 "$T_DIR/q1.jsonl"
 check_eq "1: messages on the queue (before, open-1, after, 2 boundaries, bytes)" 6 "$(wc -l <"$T_DIR/q1.jsonl")"
 check_eq "1: x-seq attributes on the queue" "after before open-1" \
 	"$(jq -r '.MessageAttributes["x-seq"].StringValue // empty' "$T_DIR/q1.jsonl" | sort | paste -sd' ')"
-check "1: the 9 headers' message has EventType and h1..h9 (10 attributes)" \
-	jq_ok -s --argjson h "$nine" 'map(select(.MessageAttributes.h9)) | length == 1 and
+check "1: the 8 headers' message has EventType and h1..h8 (9 attributes)" \
+	jq_ok -s --argjson h "$nine" 'map(select(.MessageAttributes.h8)) | length == 1 and
 		(.[0].MessageAttributes | map_values(.StringValue)) == ($h + {EventType: "test.headers"})' "$T_DIR/q1.jsonl"
 check "1: the 256-character name arrived with its 4096-byte value" \
 	jq_ok -s --arg n "$(rep N 256)" --arg v "$(rep v 4096)" 'map(select(.MessageAttributes[$n].StringValue == $v)) | length == 1' "$T_DIR/q1.jsonl"
@@ -271,7 +272,7 @@ bad-crlf|headers: header "x-a" has a control character in its value (only tab is
 bad-host|headers: header "Host" is reserved (HTTP framing)
 bad-number|headers: not a JSON object whose values are strings
 bad-space|headers: header "x-a" has a space or tab at the start or end of its value (HTTP would drop it)
-bad-ten|headers: 10 headers, at most 9 (SQS and SNS take 10 message attributes and EventType is one)
+bad-ten|headers: 9 headers, at most 8 (SQS and SNS take 10 message attributes; EventType is one, Outbox-Replay on a replay another)
 EOF
 sqs_take "$QUEUE_URL" 3 "$T_DIR/q3.jsonl"
 check_eq "3: messages on the queue: the good ones only" '{"good": 1} {"good": 2} {"good": 3}' \
