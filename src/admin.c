@@ -185,6 +185,7 @@ static const char *const admin_sink_names[] = {
 	[CONF_SINK_SQS] = "sqs",
 	[CONF_SINK_HTTP] = "http",
 	[CONF_SINK_SNS] = "sns",
+	[CONF_SINK_PUBSUB] = "pubsub",
 };
 
 /* The default destination's name, or NULL if there is none. */

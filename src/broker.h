@@ -25,6 +25,8 @@ struct httpc_request {
 	const char		*username;	/* SigV4 access key id */
 	const char		*password;	/* SigV4 secret */
 	long			 timeout;	/* ms, whole request; 0 = none */
+	int			 get;		/* a GET (body unused): the GCE
+						   metadata server's token */
 	void			(*arg_free)(void *); /* frees the callback's
 						   arg when httpc_free() aborts
 						   the request; NULL: none */
@@ -50,6 +52,8 @@ struct httpc	*httpc_new(struct event_base *base);
 /* Abort what is in flight (callbacks are not called; each request's
  * arg_free is) and free. */
 void		 httpc_free(struct httpc *);
+/* The loop hc runs in. */
+struct event_base *httpc_base(const struct httpc *);
 /* Start a POST; cb runs exactly once from the event loop, later.
  * Returns -1 (cb never runs) if the request could not be started. */
 int		 httpc_post(struct httpc *, const struct httpc_request *,
@@ -474,5 +478,144 @@ enum sink_outcome webhook_outcome(long status);
  * a receiver that says it throttles is throttling whatever the status. */
 enum sink_reason webhook_reason(long status, enum sink_outcome outcome,
 		    const char *answer);
+
+/* ---- pubsub.c: Google Cloud Pub/Sub REST bodies and replies (no I/O) -- */
+
+/*
+ * Pub/Sub's limits (Pub/Sub: Quotas and limits, "Resource limits"): a
+ * publish request carries at most 1000 messages and 10 MB; a message's
+ * data at most 10 MB; a message at most 100 attributes, keys of at most
+ * 256 bytes, values of at most 1024 bytes; an ordering key at most 1 KB.
+ * A relay's call is at most SINK_MAX_BATCH (10) messages and, like its
+ * batches, at most relay.max_message_size (1 MiB at most) before base64,
+ * so a request stays far below the request limits; the attribute limits
+ * are tighter than outbox(7)'s header rules and are checked per message.
+ */
+#define PUBSUB_MAX_MESSAGES	1000
+#define PUBSUB_MAX_REQUEST	(10 * 1000 * 1000)	/* bytes */
+#define PUBSUB_MAX_DATA		(10 * 1000 * 1000)	/* bytes */
+#define PUBSUB_MAX_ATTRS	100
+#define PUBSUB_ATTR_KEY_MAX	256			/* bytes */
+#define PUBSUB_ATTR_VALUE_MAX	1024			/* bytes */
+#define PUBSUB_ORDERING_KEY_MAX	1024			/* bytes */
+/* The attribute that carries a row's event type, as SQS's does. */
+#define PUBSUB_EVENT_TYPE_ATTR	"EventType"
+
+/* Google's error body (AIP-193): {"error": {"code", "message",
+ * "status"}}. */
+struct pubsub_error {
+	long		 code;		/* HTTP status it states, 0 if none */
+	char		 status[40];	/* "NOT_FOUND", "" if none */
+	char		 message[512];	/* Google's text, "" if none */
+};
+
+/* "ENDPOINT/v1/projects/PROJECT/topics/TOPIC:publish" (Pub/Sub REST:
+ * projects.topics.publish).  Caller frees; NULL if out of memory. */
+char		*pubsub_publish_url(const char *endpoint, const char *project,
+		    const char *topic);
+/* 0 if Pub/Sub takes m as a message (the limits above; attribute keys
+ * not starting with "goog", which Google reserves), else -1 with the
+ * rule broken, naming a header but never its value, in why. */
+int		 pubsub_message_check(const struct outbox_msg *m, int ordering,
+		    char *why, size_t len);
+/*
+ * The publish request body for msgs[0..n-1] (Pub/Sub REST:
+ * projects.topics.publish, PubsubMessage): data = base64 of the payload,
+ * attributes = EventType and the row's headers, orderingKey = the row's
+ * key when ordering is set and the key is not empty.  A message whose
+ * outcome is SINK_REJECTED is left out.  JSON text (caller frees), its
+ * length in *len; NULL if out of memory or every message was left out.
+ */
+char		*pubsub_publish_body(const struct outbox_msg *msgs, int n,
+		    int ordering, size_t *len);
+/* A 2xx publish reply {"messageIds": [...]}: one ID per message sent
+ * marks every such msg SINK_SENT and returns their number; else -1 with
+ * why (whylen bytes) and the outcomes untouched. */
+int		 pubsub_publish_parse(const char *body, size_t len,
+		    struct outbox_msg *msgs, int n, char *why, size_t whylen);
+/* Google's error JSON into *e; -1 if body is not one (e is cleared). */
+int		 pubsub_error_parse(const char *body, size_t len,
+		    struct pubsub_error *e);
+/* What a failed publish means: by the error's status when it has one
+ * (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED,
+ * INTERNAL, UNKNOWN, CANCELLED, UNAUTHENTICATED: SINK_RETRY; any other,
+ * such as INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED: SINK_REJECTED),
+ * else by the HTTP status (0, 401, 408, 429, 5xx: SINK_RETRY; other
+ * 4xx, 3xx: SINK_REJECTED; 2xx: SINK_SENT). */
+enum sink_outcome pubsub_outcome(long http, const char *status);
+/* Its enum sink_reason: REJECTED, TRANSPORT (0, 408, CANCELLED),
+ * THROTTLED (429, RESOURCE_EXHAUSTED), CLIENT (other 4xx), SERVER. */
+enum sink_reason pubsub_reason(long http, const char *status);
+
+/* ---- gcp_auth.c: Google access tokens (Application Default
+ * Credentials) ----------------------------------------------------------- */
+
+/* A service-account key file's parts (its JSON: type "service_account",
+ * client_email, private_key_id, private_key, token_uri). */
+struct gcp_sa_key {
+	char		*client_email;
+	char		*private_key_id;	/* the JWT's kid; may be NULL */
+	char		*token_uri;
+	void		*pkey;			/* EVP_PKEY, RSA */
+};
+
+/* The OAuth 2.0 scope outboxd asks for (Pub/Sub's). */
+#define GCP_AUTH_SCOPE		"https://www.googleapis.com/auth/pubsub"
+/* The assertion's lifetime (Google: at most an hour). */
+#define GCP_AUTH_JWT_LIFETIME_S	3600
+
+/* Parse a service-account key file's text (len bytes) into k (clear with
+ * gcp_sa_key_clear); -1 with the reason in err, which never quotes the
+ * file. */
+int		 gcp_sa_key_parse(const char *json, size_t len,
+		    struct gcp_sa_key *k, char *err, size_t errlen);
+void		 gcp_sa_key_clear(struct gcp_sa_key *);
+/*
+ * The JWT bearer assertion for k at now_s (unix seconds): RS256 over
+ * header {"alg":"RS256","typ":"JWT","kid"} and claims {iss =
+ * client_email, scope = GCP_AUTH_SCOPE, aud = token_uri, iat, exp = iat
+ * + GCP_AUTH_JWT_LIFETIME_S} (Google OAuth 2.0 for Server to Server
+ * Applications; RFC 7523).  Caller frees (and should wipe); NULL on
+ * failure.
+ */
+char		*gcp_jwt_assertion(const struct gcp_sa_key *k, int64_t now_s);
+/* A token endpoint's or the metadata server's reply {"access_token",
+ * "expires_in", "token_type": "Bearer"}: the token (caller frees) and its
+ * lifetime in s in *expires_in; NULL if it is not one. */
+char		*gcp_token_parse(const char *body, size_t len,
+		    long *expires_in);
+
+/* A token for a request, or why there is none: token NULL, error (never
+ * holding a credential) and reason (enum sink_reason) set. */
+typedef void	 gcp_token_cb(const char *token, const char *error,
+		    int reason, void *arg);
+/*
+ * An access token for Pub/Sub, from Application Default Credentials:
+ * GOOGLE_APPLICATION_CREDENTIALS names a service-account key file (a
+ * signed JWT exchanged at its token_uri), else the metadata server
+ * (GCE_METADATA_HOST or metadata.google.internal, Metadata-Flavor:
+ * Google).  One per process, refreshed over hc before it expires while
+ * the cached one still serves.  Returns 1 with a usable token in *token
+ * (valid until control returns to the loop), or 0 when none is usable
+ * yet: cb runs once, later, with one or with why not (arg is then the
+ * caller's again); if httpc_free() aborts the fetch first, cb never runs
+ * and arg_free(arg) is called.  -1 (cb never runs) if nothing could be
+ * started.  timeout: ms for a token request.
+ */
+int		 gcp_auth_token(struct httpc *hc, long timeout,
+		    const char **token, gcp_token_cb *cb, void *arg,
+		    void (*arg_free)(void *));
+/* Pub/Sub refused token (401): forget it, so that the next call fetches
+ * a new one. */
+void		 gcp_auth_reject(const char *token);
+
+/*
+ * A destination's sink = "pubsub": up to 10 messages with one
+ * projects.topics.publish to conf->pubsub.endpoint, with a bearer token
+ * from gcp_auth.c (none with PUBSUB_EMULATOR_HOST).  A message Pub/Sub
+ * would refuse (pubsub_message_check) is rejected alone, unsent.  The
+ * call is answered whole.
+ */
+extern const struct sink sink_pubsub;
 
 #endif /* OUTBOXD_BROKER_H */

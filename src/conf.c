@@ -347,6 +347,9 @@ static cfg_opt_t destination_opts[] = {
 	CFG_STR("topic_arn", NULL, CFGF_NONE),
 	CFG_STR("url", NULL, CFGF_NONE),
 	CFG_STR("secret", NULL, CFGF_NONE),
+	CFG_STR("project", NULL, CFGF_NONE),
+	CFG_STR("topic", NULL, CFGF_NONE),
+	CFG_BOOL("ordering", cfg_false, CFGF_NONE),
 	CFG_INT("batch_size", 0, CFGF_NONE),
 	CFG_INT("timeout", 0, CFGF_NONE),
 	CFG_INT("concurrency", 0, CFGF_NONE),
@@ -395,6 +398,12 @@ static cfg_opt_t sns_opts[] = {
 	CFG_END()
 };
 
+/* pubsub {}: read by conf_dest.c. */
+static cfg_opt_t pubsub_opts[] = {
+	CFG_STR("endpoint_url", NULL, CFGF_NONE),
+	CFG_END()
+};
+
 static cfg_opt_t dynamodb_opts[] = {
 	CFG_STR("table", "fulfillments", CFGF_NONE),
 	CFG_STR("endpoint_url", NULL, CFGF_NONE),
@@ -415,6 +424,7 @@ static cfg_opt_t top_opts[] = {
 	CFG_SEC("aws", aws_opts, CFGF_NONE),
 	CFG_SEC("sqs", sqs_opts, CFGF_NONE),
 	CFG_SEC("sns", sns_opts, CFGF_NONE),
+	CFG_SEC("pubsub", pubsub_opts, CFGF_NONE),
 	CFG_SEC("dynamodb", dynamodb_opts, CFGF_NONE),
 	CFG_SEC("destination", destination_opts,
 	    CFGF_MULTI | CFGF_TITLE | CFGF_NO_TITLE_DUPES),
@@ -460,6 +470,7 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "sqs|endpoint_url", conf_check_url);
 	cfg_set_validate_func(cfg, "dynamodb|endpoint_url", conf_check_url);
 	cfg_set_validate_func(cfg, "sns|endpoint_url", conf_check_url);
+	cfg_set_validate_func(cfg, "pubsub|endpoint_url", conf_check_url);
 	conf_dest_validators(cfg);
 }
 
@@ -656,7 +667,8 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	 * consumers, or relays with an SQS or SNS destination. */
 	need_aws = c->consumer.workers > 0;
 	for (i = 0; i < c->n_destinations && c->relay.workers > 0; i++)
-		if (c->destinations[i].sink != CONF_SINK_HTTP)
+		if (c->destinations[i].sink == CONF_SINK_SQS ||
+		    c->destinations[i].sink == CONF_SINK_SNS)
 			need_aws = 1;
 	v = NULL;
 	if (c->consumer.workers > 0 && c->sqs_queue_url == NULL)

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <confuse.h>
 
@@ -42,11 +43,19 @@ static const struct conf_dest_sink {
 	int		 max_batch;
 	int		 slots;
 	const char	*keys[2];	/* its own keys, both required */
+	const char	*optional;	/* an own key it may go without */
 } conf_dest_sinks[] = {
-	{ "sqs", CONF_SINK_SQS, 10, 16, { "queue_url", NULL } },
-	{ "sns", CONF_SINK_SNS, 10, 16, { "topic_arn", NULL } },
-	{ "http", CONF_SINK_HTTP, 4, 4, { "url", "secret" } },
+	{ "sqs", CONF_SINK_SQS, 10, 16, { "queue_url", NULL }, NULL },
+	{ "sns", CONF_SINK_SNS, 10, 16, { "topic_arn", NULL }, NULL },
+	{ "http", CONF_SINK_HTTP, 4, 4, { "url", "secret" }, NULL },
+	{ "pubsub", CONF_SINK_PUBSUB, 10, 16, { "project", "topic" },
+	    "ordering" },
 };
+#define CONF_DEST_SINK_NAMES	"\"sqs\", \"sns\", \"http\" or \"pubsub\""
+/* Google Cloud Pub/Sub's endpoint, and the variable Google's client
+ * libraries read to use the emulator instead. */
+#define CONF_PUBSUB_ENDPOINT	"https://pubsub.googleapis.com"
+#define CONF_PUBSUB_EMULATOR	"PUBSUB_EMULATOR_HOST"
 #define CONF_DEST_NSINKS	\
 	(sizeof(conf_dest_sinks) / sizeof(conf_dest_sinks[0]))
 
@@ -79,11 +88,15 @@ conf_dest_owner(const char *key)
 {
 	size_t	i, k;
 
-	for (i = 0; i < CONF_DEST_NSINKS; i++)
+	for (i = 0; i < CONF_DEST_NSINKS; i++) {
 		for (k = 0; k < 2; k++)
 			if (conf_dest_sinks[i].keys[k] != NULL &&
 			    strcmp(conf_dest_sinks[i].keys[k], key) == 0)
 				return &conf_dest_sinks[i];
+		if (conf_dest_sinks[i].optional != NULL &&
+		    strcmp(conf_dest_sinks[i].optional, key) == 0)
+			return &conf_dest_sinks[i];
+	}
 	return NULL;
 }
 
@@ -152,13 +165,60 @@ conf_dest_v_name(cfg_t *sec)
 	return -1;
 }
 
-/* A string key of sec that is set, and not to "" (which is unset). */
+/* A key of sec that is set: a string not to "" (which is unset), a
+ * boolean to anything (ordering = false in an sqs destination is as
+ * wrong as true). */
 static int
 conf_dest_set(cfg_t *sec, const char *key)
 {
-	const char	*v = cfg_getstr(sec, key);
+	cfg_opt_t	*opt = cfg_getopt(sec, key);
+	const char	*v;
 
+	if (opt != NULL && opt->type == CFGT_BOOL)
+		return (opt->flags & CFGF_MODIFIED) != 0;
+	v = cfg_getstr(sec, key);
 	return v != NULL && *v != '\0';
+}
+
+/*
+ * A project ID as Google Cloud makes them: 6 to 30 lowercase letters,
+ * digits and '-', starting with a letter, not ending with '-'; a
+ * domain-scoped project ("example.com:my-project") has its domain before
+ * a ':' (Resource Manager: Creating and managing projects).
+ */
+static int
+conf_dest_project_ok(const char *v)
+{
+	const char	*p = strrchr(v, ':');
+	size_t		 n;
+
+	if (p != NULL) {
+		if (p == v || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789"
+		    ".-") != (size_t)(p - v))
+			return 0;
+		v = p + 1;
+	}
+	n = strlen(v);
+	return n >= 6 && n <= 30 && islower((unsigned char)v[0]) &&
+	    v[n - 1] != '-' && strspn(v, "abcdefghijklmnopqrstuvwxyz"
+	    "0123456789-") == n;
+}
+
+/*
+ * A topic ID as Pub/Sub takes it: 3 to 255 characters of letters,
+ * digits and "-_.~+%", starting with a letter, not with "goog" (Pub/Sub:
+ * Resource names).  '%' must start a %XX escape there; refusing it here
+ * keeps the URL outboxd builds free of escapes.
+ */
+static int
+conf_dest_topic_ok(const char *v)
+{
+	size_t	n = strlen(v);
+
+	return n >= 3 && n <= 255 && isalpha((unsigned char)v[0]) &&
+	    strncasecmp(v, "goog", 4) != 0 && strspn(v,
+	    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	    "-_.~+") == n;
 }
 
 /*
@@ -250,6 +310,23 @@ conf_dest_v_value(cfg_t *sec, cfg_opt_t *opt)
 		    conf_dest_shown(v, shown, sizeof(shown)));
 		return -1;
 	}
+	if (strcmp(key, "ordering") == 0)
+		return 0;
+	if (strcmp(key, "project") == 0 || strcmp(key, "topic") == 0) {
+		v = cfg_opt_getnstr(opt, 0);
+		if (v == NULL || *v == '\0' || (key[0] == 'p' ?
+		    conf_dest_project_ok(v) : conf_dest_topic_ok(v)))
+			return 0;
+		conf_errorf(sec, 0, "destination %s: %s = \"%s\": expected %s",
+		    cfg_title(sec), key, conf_dest_shown(v, shown,
+		    sizeof(shown)), key[0] == 'p' ? "a Google Cloud project ID "
+		    "(6 to 30 lowercase letters, digits and '-', starting with "
+		    "a letter, not ending with '-')" : "a Pub/Sub topic ID (3 "
+		    "to 255 letters, digits, '-', '_', '.', '~' or '+', "
+		    "starting with a letter, not with \"goog\"); the project "
+		    "goes in project");
+		return -1;
+	}
 	if (strcmp(key, "secret") == 0) {
 		/* Catch a bad "whsec_" key now, not at every delivery; the
 		 * message never shows the value. */
@@ -305,7 +382,8 @@ static int
 conf_dest_v_sink(cfg_t *sec, cfg_opt_t *opt)
 {
 	static const char *const	 keys[] = { "queue_url", "topic_arn",
-					    "url", "secret", "batch_size",
+					    "url", "secret", "project", "topic",
+					    "ordering", "batch_size",
 					    "concurrency" };
 	const struct conf_dest_sink	*s;
 	const char			*v = cfg_opt_getnstr(opt, 0);
@@ -316,7 +394,7 @@ conf_dest_v_sink(cfg_t *sec, cfg_opt_t *opt)
 		return -1;
 	if ((s = conf_dest_sink_named(v)) == NULL) {
 		conf_errorf(sec, 0, "destination %s: sink = \"%s\": expected "
-		    "\"sqs\", \"sns\" or \"http\"", cfg_title(sec),
+		    CONF_DEST_SINK_NAMES, cfg_title(sec),
 		    conf_dest_shown(v != NULL ? v : "", shown, sizeof(shown)));
 		return -1;
 	}
@@ -342,7 +420,7 @@ conf_dest_v_section(cfg_t *cfg, cfg_opt_t *opt)
 		return -1;
 	if ((s = conf_dest_sink_named(cfg_getstr(sec, "sink"))) == NULL) {
 		conf_errorf(sec, conf_dest_line(sec), "destination %s: sink is "
-		    "not set (\"sqs\", \"sns\" or \"http\")", cfg_title(sec));
+		    "not set (" CONF_DEST_SINK_NAMES ")", cfg_title(sec));
 		return -1;
 	}
 	for (k = 0; k < 2 && s->keys[k] != NULL; k++)
@@ -376,6 +454,9 @@ conf_dest_validators(cfg_t *cfg)
 					    "destination|topic_arn",
 					    "destination|url",
 					    "destination|secret",
+					    "destination|project",
+					    "destination|topic",
+					    "destination|ordering",
 					    "destination|batch_size",
 					    "destination|timeout",
 					    "destination|concurrency" };
@@ -441,7 +522,12 @@ conf_dest_section(struct conf *c, cfg_t *sec, struct conf_destination *d)
 	d->topic_arn = conf_dest_str(sec, "topic_arn");
 	d->url = conf_dest_str(sec, "url");
 	d->secret = conf_dest_str(sec, "secret");
-	if ((conf_dest_set(sec, "queue_url") && d->queue_url == NULL) ||
+	d->project = conf_dest_str(sec, "project");
+	d->topic = conf_dest_str(sec, "topic");
+	d->ordering = cfg_getbool(sec, "ordering") == cfg_true;
+	if ((conf_dest_set(sec, "project") && d->project == NULL) ||
+	    (conf_dest_set(sec, "topic") && d->topic == NULL) ||
+	    (conf_dest_set(sec, "queue_url") && d->queue_url == NULL) ||
 	    (conf_dest_set(sec, "topic_arn") && d->topic_arn == NULL) ||
 	    (conf_dest_set(sec, "url") && d->url == NULL) ||
 	    (conf_dest_set(sec, "secret") && d->secret == NULL))
@@ -552,6 +638,44 @@ conf_dest_lease(cfg_t *cfg, const struct conf *c, int legacy, char *err,
 	return 0;
 }
 
+/*
+ * Where Pub/Sub requests go: PUBSUB_EMULATOR_HOST ("host:port") wins, as
+ * in Google's client libraries, and means plain HTTP without
+ * credentials; else pubsub.endpoint_url (credentials are sent there
+ * too); else Google's endpoint.  0, or -1 with the reason in err.
+ */
+static int
+conf_dest_pubsub(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
+{
+	const char	*emu = getenv(CONF_PUBSUB_EMULATOR), *v;
+	char		 shown[80];
+	size_t		 n;
+
+	v = cfg_getstr(cfg_getsec(cfg, "pubsub"), "endpoint_url");
+	if (emu != NULL && *emu != '\0') {
+		if (strspn(emu, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"
+		    "TUVWXYZ0123456789.-:[]") != strlen(emu)) {
+			snprintf(err, errlen, "%s=\"%s\": expected host:port "
+			    "(the Pub/Sub emulator's)", CONF_PUBSUB_EMULATOR,
+			    conf_dest_shown(emu, shown, sizeof(shown)));
+			return -1;
+		}
+		c->pubsub.emulator = 1;
+		if (asprintf(&c->pubsub.endpoint, "http://%s", emu) == -1)
+			c->pubsub.endpoint = NULL;
+	} else
+		c->pubsub.endpoint = strdup(v != NULL && *v != '\0' ? v :
+		    CONF_PUBSUB_ENDPOINT);
+	if (c->pubsub.endpoint == NULL) {
+		snprintf(err, errlen, "%s: out of memory", c->path);
+		return -1;
+	}
+	n = strlen(c->pubsub.endpoint);
+	while (n > 0 && c->pubsub.endpoint[n - 1] == '/')
+		c->pubsub.endpoint[--n] = '\0';
+	return 0;
+}
+
 int
 conf_dest_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 {
@@ -561,6 +685,8 @@ conf_dest_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	int				 rv, legacy = -1;
 
 	c->default_destination = -1;
+	if (conf_dest_pubsub(cfg, c, err, errlen) == -1)
+		return -1;
 	if ((c->destinations = calloc(n + 1, sizeof(*c->destinations))) ==
 	    NULL)
 		goto nomem;
@@ -638,12 +764,16 @@ conf_dest_free(struct conf *c)
 		free(d->queue_url);
 		free(d->topic_arn);
 		free(d->url);
+		free(d->project);
+		free(d->topic);
 		if (d->secret != NULL) {
 			explicit_bzero(d->secret, strlen(d->secret));
 			free(d->secret);
 		}
 	}
 	free(c->destinations);
+	free(c->pubsub.endpoint);
+	c->pubsub.endpoint = NULL;
 	c->destinations = NULL;
 	c->n_destinations = 0;
 }

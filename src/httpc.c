@@ -363,6 +363,12 @@ httpc_free(struct httpc *hc)
 	httpc_destroy(hc);
 }
 
+struct event_base *
+httpc_base(const struct httpc *hc)
+{
+	return hc->base;
+}
+
 int
 httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
     void *arg)
@@ -421,10 +427,14 @@ httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
 	if (r->timeout > 0)
 		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, r->timeout);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, req->headers);
-	curl_easy_setopt(e, CURLOPT_POST, 1L);
-	curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->body);
-	curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
-	    (curl_off_t)r->body_len);
+	if (r->get)
+		curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+	else {
+		curl_easy_setopt(e, CURLOPT_POST, 1L);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->body);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
+		    (curl_off_t)r->body_len);
+	}
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, httpc_write_fn);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, req);
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, httpc_header_fn);

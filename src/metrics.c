@@ -193,7 +193,7 @@ metrics_dest_sink(int i)
 {
 	int64_t	s = metrics_shm->dests[i].sink;
 
-	return s >= 0 && s <= CONF_SINK_SNS ? metrics_sink_names[s] : "none";
+	return s >= 0 && s <= CONF_SINK_PUBSUB ? metrics_sink_names[s] : "none";
 }
 
 /* The slot dest, or NULL if it is not one. */

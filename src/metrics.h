@@ -102,7 +102,7 @@ extern const size_t	 metrics_http_nbounds, metrics_publish_nbounds,
 			 metrics_sink_nbounds;
 extern const char *const metrics_role_names[4];	/* of restarts[] */
 /* metrics_text.c: label values. */
-extern const char *const metrics_sink_names[3];	/* by enum conf_sink */
+extern const char *const metrics_sink_names[4];	/* by enum conf_sink */
 extern const char *const metrics_reason_names[SINK_NREASONS];
 
 void		 metrics_hist_observe(struct metrics_hist *,

@@ -42,10 +42,11 @@ static const char *const metrics_route_names[METRICS_NROUTES] = {
 static const char *const metrics_class_names[] = {
 	"1xx", "2xx", "3xx", "4xx", "5xx"
 };
-const char *const metrics_sink_names[3] = {
+const char *const metrics_sink_names[4] = {
 	[CONF_SINK_SQS] = "sqs",
 	[CONF_SINK_HTTP] = "http",
 	[CONF_SINK_SNS] = "sns",
+	[CONF_SINK_PUBSUB] = "pubsub",
 };
 static const char *const metrics_outcome_names[METRICS_NOUTCOMES] = {
 	[METRICS_PUBLISH_SENT] = "sent",

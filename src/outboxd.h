@@ -66,7 +66,8 @@ struct pg_result;
  * http.max_connections is checked against RLIMIT_NOFILE with. */
 #define HTTP_FD_RESERVE		32
 
-enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP, CONF_SINK_SNS };
+enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP, CONF_SINK_SNS,
+	CONF_SINK_PUBSUB };
 
 /*
  * One place the relays publish to: a destination NAME {} section of
@@ -82,6 +83,11 @@ struct conf_destination {
 	char		*url;			/* http */
 	char		*secret;		/* http: Standard Webhooks key;
 						   never logged */
+	char		*project;		/* pubsub: Google Cloud project
+						   id */
+	char		*topic;			/* pubsub: topic id */
+	int		 ordering;		/* pubsub: orderingKey = the
+						   row's key */
 	int		 batch_size;		/* messages per publish call,
 						   1..the sink's most */
 	long		 timeout;		/* ms per request */
@@ -178,6 +184,14 @@ struct conf {
 		char	*secret_access_key;
 		char	*session_token;		/* NULL = none */
 	} aws;
+
+	/* Google Cloud Pub/Sub (sink = "pubsub"): where requests go and
+	 * whether they carry credentials. */
+	struct {
+		char	*endpoint;		/* base URL, no trailing '/' */
+		int	 emulator;		/* PUBSUB_EMULATOR_HOST: plain
+						   HTTP, no credentials */
+	} pubsub;
 
 	char		*sqs_queue_url;
 	char		*dynamodb_table;

@@ -24,6 +24,8 @@ sink_of(int kind)
 		return &sink_http;
 	case CONF_SINK_SNS:
 		return &sink_sns;
+	case CONF_SINK_PUBSUB:
+		return &sink_pubsub;
 	default:
 		return &sink_sqs;
 	}

@@ -50,6 +50,7 @@ clear_env(void)
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 	unsetenv("AWS_SESSION_TOKEN");
+	unsetenv("PUBSUB_EMULATOR_HOST");
 }
 
 static const char good[] =
@@ -691,14 +692,78 @@ test_dest_legacy(void **state)
 	conf_free(c);
 }
 
+#define PS	"database = \"x\"\n"	\
+	    "consumer { workers = 0 }\n"	\
+	    "relay { default_destination = \"events\" }\n"	\
+	    "destination events {\n\tsink = \"pubsub\"\n"	\
+	    "\tproject = \"my-project-1\"\n\ttopic = \"order-events\"\n"	\
+	    "\tordering = true\n}\n"	\
+	    "destination plain { sink = \"pubsub\" project = "	\
+	    "\"example.com:proj-x\" topic = \"t_1.x~y+z\" }\n"
+
+/* sink = "pubsub": its keys, no AWS needed, where requests go. */
+static void
+test_dest_pubsub(void **state)
+{
+	const struct conf_destination	*d;
+	struct conf			*c;
+	char				 err[512];
+	static const char		 ps[] = PS;
+
+	(void)state;
+	c = load_ok(ps);
+	d = dest(c, "events");
+	assert_int_equal(d->sink, CONF_SINK_PUBSUB);
+	assert_string_equal(d->project, "my-project-1");
+	assert_string_equal(d->topic, "order-events");
+	assert_int_equal(d->ordering, 1);
+	assert_int_equal(d->batch_size, 10);
+	assert_int_equal(dest(c, "plain")->ordering, 0);
+	assert_string_equal(c->pubsub.endpoint, "https://pubsub.googleapis.com");
+	assert_int_equal(c->pubsub.emulator, 0);
+	conf_free(c);
+	c = load_ok("pubsub { endpoint_url = \"http://127.0.0.1:9/\" }\n" PS);
+	assert_string_equal(c->pubsub.endpoint, "http://127.0.0.1:9");
+	conf_free(c);
+	/* The emulator wins, as in Google's libraries. */
+	clear_env();
+	setenv("PUBSUB_EMULATOR_HOST", "localhost:8085", 1);
+	assert_int_equal(conf_load(write_conf(ps), &c, err, sizeof(err)), 0);
+	assert_string_equal(c->pubsub.endpoint, "http://localhost:8085");
+	assert_int_equal(c->pubsub.emulator, 1);
+	conf_free(c);
+	setenv("PUBSUB_EMULATOR_HOST", "h/x y", 1);
+	assert_int_equal(conf_load(path, &c, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "PUBSUB_EMULATOR_HOST"));
+	unlink(path);
+	unsetenv("PUBSUB_EMULATOR_HOST");
+
+	expect_error(DAWS "destination p {\n\tsink = \"pubsub\"\n"
+	    "\tproject = \"my-project\"\n}\n", 4,
+	    "destination p: sink = \"pubsub\" needs topic");
+	expect_error(DAWS "destination p {\n\tproject = \"My_Project\"\n}\n",
+	    5, "destination p: project = \"My_Project\": expected a Google "
+	    "Cloud project ID");
+	expect_error(DAWS "destination p {\n\ttopic = \"goog-x\"\n}\n", 5,
+	    "topic = \"goog-x\": expected a Pub/Sub topic ID");
+	expect_error(DAWS "destination p {\n\ttopic = \"projects/p/topics/t\""
+	    "\n}\n", 5, "expected a Pub/Sub topic ID");
+	expect_error(DAWS "destination q {\n\tsink = \"sqs\"\n"
+	    "\tordering = false\n}\n", 6, "destination q: ordering is a key "
+	    "of sink = \"pubsub\", not of sink = \"sqs\"");
+	expect_error(DAWS "destination q {\n\ttopic = \"abc\"\n"
+	    "\tsink = \"sns\"\n}\n", 6, "destination q: topic is a key of "
+	    "sink = \"pubsub\", not of sink = \"sns\"");
+}
+
 static void
 test_dest_bad(void **state)
 {
 	(void)state;
 	/* lines: DAWS is 3, the section opens on 4 */
 	expect_error(DAWS "destination orders {\n\tsink = \"kafka\"\n}\n", 5,
-	    "destination orders: sink = \"kafka\": expected \"sqs\", \"sns\" "
-	    "or \"http\"");
+	    "destination orders: sink = \"kafka\": expected \"sqs\", \"sns\", "
+	    "\"http\" or \"pubsub\"");
 	expect_error(DAWS "destination orders {\n\turl = \"http://h/\"\n}\n", 4,
 	    "destination orders: sink is not set");
 	expect_error(DAWS "destination orders {\n\tsink = \"sqs\"\n}\n", 4,
@@ -861,7 +926,7 @@ static void
 test_dest_limits(void **state)
 {
 	static const int	kinds[] = { CONF_SINK_SQS, CONF_SINK_SNS,
-				    CONF_SINK_HTTP };
+				    CONF_SINK_HTTP, CONF_SINK_PUBSUB };
 	size_t			i;
 	int			mb, slots;
 
@@ -940,6 +1005,7 @@ main(void)
 		cmocka_unit_test(test_dest_named),
 		cmocka_unit_test(test_dest_legacy),
 		cmocka_unit_test(test_dest_bad),
+		cmocka_unit_test(test_dest_pubsub),
 		cmocka_unit_test(test_dest_secret),
 		cmocka_unit_test(test_dest_limits),
 	};

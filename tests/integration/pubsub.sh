@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# pubsub.sh -- destinations of sink = "pubsub", against a strict loopback
+# stand-in for Google Cloud Pub/Sub, its token endpoint and the metadata
+# server (tests/lib/pubsub-standin.py; no emulator is installable here).
+#   1. A service-account key made with openssl now; tokens of 20 s.  300
+#      events to two Pub/Sub topics (one with ordering) and the SQS queue
+#      at once, with headers: each in its place once, data and attributes
+#      byte-identical, per-key order on the ordering topic, orderingKey
+#      only there; the load spans token expiries: no request refused.
+#   2. 500, then 429, then UNAVAILABLE for ~20 s: retried, each row
+#      delivered once.
+#   3. A missing topic: its rows failed with Google's NOT_FOUND message,
+#      the other destinations unaffected; redrive after the topic exists
+#      delivers them.
+#   4. The metadata server (no key file): events delivered.
+#   5. PUBSUB_EMULATOR_HOST: delivered without an Authorization header.
+# Neither key nor token appears in outboxd's log.
+. "$(dirname "$0")/../lib/common.sh"
+. "$T_LIB/relay-lib.sh"
+. "$T_LIB/sqs-take.sh"
+test_init
+need_binaries
+stack_up
+command -v openssl >/dev/null || die "openssl is needed (test key, RS256)"
+
+EMAIL=relay@outboxd-test.iam.gserviceaccount.com
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$T_DIR/sa.pem" 2>/dev/null ||
+	die "openssl genpkey failed"
+openssl pkey -in "$T_DIR/sa.pem" -pubout -out "$T_DIR/sa.pub" || die "openssl pkey failed"
+REC=$T_DIR/pubsub.jsonl
+proxy_start pubsub pubsub-standin.py --record "$REC" --pubkey "$T_DIR/sa.pub" \
+	--client-email "$EMAIL" --token-ttl 20 --topic test-proj/orders --topic test-proj/audit
+PS=http://127.0.0.1:$PROXY_PORT
+jq -n --arg k "$(cat "$T_DIR/sa.pem")" --arg e "$EMAIL" --arg u "$PS/token" \
+	'{type:"service_account", project_id:"test-proj", private_key_id:"k1",
+	  private_key:$k, client_email:$e, token_uri:$u}' >"$T_DIR/sa.json"
+chmod 0600 "$T_DIR/sa.json"
+
+OB_CONSUMER_WORKERS=0 OB_POLL_INTERVAL=200 outbox_conf_write "$T_DIR/outbox.conf"
+sed -i "s/^relay {/relay {\n\tbackoff_base = 200\n\tbackoff_max = 1000\n\tmax_attempts = 1000/" "$T_DIR/outbox.conf"
+cat >>"$T_DIR/outbox.conf" <<CONF
+
+pubsub { endpoint_url = "$PS" }
+
+destination orders {
+	sink = "pubsub"
+	project = "test-proj"
+	topic = "orders"
+	ordering = true
+	timeout = 3000
+}
+
+destination audit {
+	sink = "pubsub"
+	project = "test-proj"
+	topic = "audit"
+	timeout = 3000
+}
+
+destination ghost {
+	sink = "pubsub"
+	project = "test-proj"
+	topic = "ghost"
+}
+CONF
+export GOOGLE_APPLICATION_CREDENTIALS=$T_DIR/sa.json
+unset PUBSUB_EMULATOR_HOST GCE_METADATA_HOST
+outboxd_start "$T_DIR/outbox.conf"
+
+# 1. 300 rows over ~30 s: 100 per destination, keys k0..k9, headers.
+say "writing 300 rows over ~30 s"
+{
+	for i in $(seq 1 100); do
+		k=$((i % 10))
+		printf "BEGIN;\n"
+		printf "INSERT INTO outbox (event_type, ordering_key, payload, destination, headers) VALUES ('ps.event', 'k%d', '{\"seq\": %d, \"s\": \"\\u00e9\"}', 'orders', '{\"tenant\": \"t%d\", \"trace-id\": \"o-%d\"}');\n" "$k" "$i" "$k" "$i"
+		printf "INSERT INTO outbox (event_type, ordering_key, payload, destination, headers) VALUES ('ps.audit', 'a%d', '{\"seq\": %d}', 'audit', '{\"who\": \"w %d\"}');\n" "$k" "$i" "$i"
+		printf "INSERT INTO outbox (event_type, ordering_key, payload, headers) VALUES ('ps.sqs', 'q%d', '{\"seq\": %d}', '{\"src\": \"q\"}');\n" "$k" "$i"
+		printf "COMMIT;\nSELECT pg_sleep(0.3);\n"
+	done
+} >"$T_DIR/writer.sql"
+psql -X -v ON_ERROR_STOP=1 -qAt -f "$T_DIR/writer.sql" >"$T_DIR/writer.out" 2>&1 || die "writer failed"
+_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")" = "$1" ]; }
+wait_until 30 "300 rows sent" _sent 300 || true
+check_eq "rows sent" 300 "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")"
+check_eq "publish requests refused (401)" 0 "$(jq -s '[.[] | select(.status == 401)] | length' "$REC")"
+check "tokens were fetched again as they expired (>= 2)" \
+	test "$(jq .tokens "$T_DIR/pubsub.stats")" -ge 2
+check_eq "orders topic: messages" 100 "$(jq -s '[.[] | select(.topic == "test-proj/orders") | .messages[]] | length' "$REC")"
+check_eq "audit topic: messages" 100 "$(jq -s '[.[] | select(.topic == "test-proj/audit") | .messages[]] | length' "$REC")"
+# data and attributes against the rows, byte for byte
+sql "SELECT json_build_object('d', encode(convert_to(payload::text, 'UTF8'), 'base64'), 'a', headers::jsonb || jsonb_build_object('EventType', event_type), 'k', ordering_key)
+	FROM outbox WHERE destination = 'orders' ORDER BY id" | jq -cS '{d: (.d | gsub("\n"; "")), a, k}' | sort >"$T_DIR/want-orders"
+jq -cS '.messages[] | select(.attributes.EventType == "ps.event") | {d: .data, a: .attributes, k: .orderingKey}' "$REC" | sort >"$T_DIR/got-orders"
+check "orders: data, attributes and orderingKey as the rows have them" cmp -s "$T_DIR/want-orders" "$T_DIR/got-orders"
+check_eq "audit: no orderingKey" 0 "$(jq -s '[.[] | select(.topic == "test-proj/audit") | .messages[] | select(has("orderingKey"))] | length' "$REC")"
+jq -r '.messages[] | select(.orderingKey != null) | "\(.orderingKey) \(.data | @base64d | fromjson | .seq)"' "$REC" >"$T_DIR/order-seq"
+inv=$(awk '{ if (($1 in last) && $2 < last[$1]) n++; last[$1] = $2 } END { print n + 0 }' "$T_DIR/order-seq")
+check_eq "per-key order inversions on the ordering topic" 0 "$inv"
+sqs_take "$QUEUE_URL" 100 "$T_DIR/q.jsonl"
+check_eq "SQS: messages" 100 "$(wc -l <"$T_DIR/q.jsonl")"
+
+# 2. ~20 s of failures: 500, 429, UNAVAILABLE.
+sql "DELETE FROM outbox"
+: >"$REC"
+for mode in 500 429 UNAVAILABLE; do
+	curl -fsS -o /dev/null -X POST "$PS/__control" --data-binary "{\"fail\": {\"mode\": \"$mode\", \"seconds\": 7}}"
+	sql "INSERT INTO outbox (event_type, ordering_key, payload, destination)
+		SELECT 'ps.fault', 'f' || i, json_build_object('mode', '$mode', 'n', i), 'orders' FROM generate_series(1, 10) i"
+	sleep 7
+done
+wait_until 20 "30 rows sent after the failures" _sent 30 || true
+check_eq "rows sent after 500/429/UNAVAILABLE" 30 "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")"
+check "requests were refused meanwhile (500, 429, 503)" \
+	test "$(jq -s '[.[] | select(.status == 500 or .status == 429 or .status == 503)] | length' "$REC")" -ge 3
+check_eq "messages accepted (each once)" 30 "$(jq -s '[.[] | .messages[]] | length' "$REC")"
+check_eq "distinct payloads accepted" 30 "$(jq -r '.messages[].data' "$REC" | sort -u | wc -l)"
+
+# 3. A missing topic, then redrive.
+sql "INSERT INTO outbox (event_type, ordering_key, payload, destination)
+	SELECT 'ps.ghost', 'g' || i, json_build_object('n', i), 'ghost' FROM generate_series(1, 5) i"
+sql "INSERT INTO outbox (event_type, ordering_key, payload, destination) VALUES ('ps.ok', 'x', '{}', 'audit')"
+_failed() { [ "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND status = 'failed'")" = 5 ]; }
+wait_until 15 "ghost rows failed" _failed || true
+check_eq "ghost rows failed" 5 "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND status = 'failed'")"
+check "last_error holds Google's message" \
+	test "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND last_error LIKE '%NOT_FOUND%Resource not found (resource=ghost)%'")" = 5
+check_eq "the audit row beside them sent" 1 "$(sql "SELECT count(*) FROM outbox WHERE destination = 'audit' AND status = 'sent'")"
+curl -fsS -o /dev/null -X POST "$PS/__control" --data-binary '{"create": "test-proj/ghost"}'
+for id in $(sql "SELECT id FROM outbox WHERE destination = 'ghost'"); do
+	"$T_ROOT/outboxctl" -c "$T_DIR/outbox.conf" redrive "$id" >>"$T_DIR/redrive.out" 2>&1 || fail "outboxctl redrive $id"
+done
+_ghost_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND status = 'sent'")" = 5 ]; }
+wait_until 15 "redriven rows sent" _ghost_sent || true
+check_eq "redriven ghost rows sent" 5 "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND status = 'sent'")"
+check "no key, assertion or token in the log" \
+	sh -c "! grep -qE 'ya29\.|PRIVATE KEY|eyJ' '$OUTBOXD_LOG'"
+outboxd_stop
+
+# 4. The metadata server.
+unset GOOGLE_APPLICATION_CREDENTIALS
+export GCE_METADATA_HOST=127.0.0.1:${PS##*:}
+: >"$REC"
+outboxd_start "$T_DIR/outbox.conf" outboxd-meta
+sql "INSERT INTO outbox (event_type, ordering_key, payload, destination) VALUES ('ps.meta', 'm', '{\"m\": 1}', 'audit')"
+_meta() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.meta' AND status = 'sent'")" = 1 ]; }
+wait_until 15 "sent with a metadata-server token" _meta || true
+check_eq "sent with a metadata-server token" 1 "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.meta' AND status = 'sent'")"
+check "its request carried a bearer token" test "$(jq -r 'select(.status == 200) | .auth' "$REC" | head -1 | cut -c1-7)" = "Bearer "
+outboxd_stop
+unset GCE_METADATA_HOST
+
+# 5. The emulator: no credentials at all.
+proxy_start pubsub-emu pubsub-standin.py --record "$T_DIR/emu.jsonl" --pubkey "$T_DIR/sa.pub" \
+	--client-email "$EMAIL" --emulator --topic test-proj/audit
+export PUBSUB_EMULATOR_HOST=127.0.0.1:$PROXY_PORT
+outboxd_start "$T_DIR/outbox.conf" outboxd-emu
+sql "INSERT INTO outbox (event_type, ordering_key, payload, destination) VALUES ('ps.emu', 'e', '{\"e\": 1}', 'audit')"
+_emu() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.emu' AND status = 'sent'")" = 1 ]; }
+wait_until 15 "sent to the emulator" _emu || true
+check_eq "sent to the emulator" 1 "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.emu' AND status = 'sent'")"
+check_eq "emulator requests with an Authorization header" 0 "$(jq -s '[.[] | select(.auth != null)] | length' "$T_DIR/emu.jsonl")"
+outboxd_stop
+unset PUBSUB_EMULATOR_HOST
+

@@ -1,0 +1,319 @@
+#!/usr/bin/python3
+"""pubsub-standin.py -- a loopback stand-in for Google Cloud Pub/Sub, its
+OAuth 2.0 token endpoint for service accounts and the GCE metadata
+server, for tests.  It is NOT the real service: no Pub/Sub emulator can be
+installed from the registries this project reaches, so this is written
+from Google's published references and refuses what they say the real
+service refuses:
+
+  projects.topics.publish (Pub/Sub REST v1): POST
+    /v1/projects/P/topics/T:publish, JSON {"messages": [PubsubMessage]}
+    only (an unknown field is INVALID_ARGUMENT), 1 to 1000 messages, at
+    most 10 MB a request; each message: "data" valid padded base64 (RFC
+    4648), "attributes" a map of strings, at most 100, keys 1..256 bytes
+    not starting with "goog", values at most 1024 bytes; "orderingKey" a
+    string of at most 1024 bytes; a message needs data or attributes.  An
+    unknown topic is 404 NOT_FOUND "Resource not found (resource=T).";
+    without a valid bearer token 401 UNAUTHENTICATED (an expired one
+    too).  Errors are Google's JSON {"error": {"code", "message",
+    "status"}}.  The answer is {"messageIds": [...]}.
+  OAuth 2.0 for Server to Server Applications: POST /token, form body
+    grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=JWT;
+    the JWT's RS256 signature is verified with the test key's public half
+    (openssl dgst -verify), its header alg RS256, iss = the service
+    account, scope holding the Pub/Sub or cloud-platform scope, aud = the
+    token URI, iat not in the future, exp after now and at most an hour
+    after iat.  Errors as Google's: 400 {"error": "invalid_grant",
+    "error_description"}.  Tokens live --token-ttl s.
+  The metadata server: GET
+    /computeMetadata/v1/instance/service-accounts/default/token with
+    Metadata-Flavor: Google (else 403), and no X-Forwarded-For.
+
+    pubsub-standin.py --record FILE.jsonl --pubkey PEM --client-email E
+        [--token-ttl 60] [--topic PROJECT/TOPIC ...] [--port 0]
+        [--port-file F] [--stats F]
+
+Every publish request is appended to --record: {"t", "path", "topic",
+"auth" (the Authorization header or null), "status", "messages" (as
+accepted, with "messageId")}.
+Control: POST /__control {"fail": {"mode": "500"|"429"|"UNAVAILABLE",
+"seconds": S}} fails every publish that long; {"create": "P/T"} makes a
+topic.  GET /__control: stats (requests, by_status, tokens, bad_auth).
+"""
+import argparse
+import base64
+import binascii
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import proxylib  # noqa: E402
+
+NAME = "pubsub-standin"
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+SCOPES = ("https://www.googleapis.com/auth/pubsub",
+          "https://www.googleapis.com/auth/cloud-platform")
+META_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+STATUS_CODE = {"INVALID_ARGUMENT": 400, "UNAUTHENTICATED": 401,
+               "PERMISSION_DENIED": 403, "NOT_FOUND": 404,
+               "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500,
+               "UNAVAILABLE": 503}
+
+
+def gerror(status, message):
+    code = STATUS_CODE[status]
+    return proxylib.json_response(code, {"error": {
+        "code": code, "message": message, "status": status}},
+        "application/json; charset=UTF-8")
+
+
+def b64url(s):
+    s += "=" * (-len(s) % 4)
+    return base64.urlsafe_b64decode(s.encode())
+
+
+class Standin:
+    def __init__(self, a):
+        self.a = a
+        self.lock = threading.Lock()
+        self.topics = set(a.topic or [])
+        self.tokens = {}          # token -> expiry (unix s)
+        self.fail_mode = None
+        self.fail_until = 0.0
+        self.next_id = 1
+        self.stats = {"requests": 0, "by_status": {}, "tokens": 0,
+                      "bad_auth": 0, "expired_auth": 0, "messages": 0}
+
+    def write_stats(self):
+        if self.a.stats:
+            proxylib.write_atomic(self.a.stats, json.dumps(self.stats) + "\n")
+
+    def count(self, status):
+        k = str(status)
+        self.stats["by_status"][k] = self.stats["by_status"].get(k, 0) + 1
+
+    def issue(self):
+        tok = "ya29.standin-" + binascii.hexlify(os.urandom(24)).decode()
+        with self.lock:
+            self.tokens[tok] = time.time() + self.a.token_ttl
+            self.stats["tokens"] += 1
+            self.write_stats()
+        return proxylib.json_response(200, {
+            "access_token": tok, "expires_in": self.a.token_ttl,
+            "token_type": "Bearer"}, "application/json; charset=utf-8")
+
+    def verify_jwt(self, jwt, token_uri):
+        parts = jwt.split(".")
+        if len(parts) != 3:
+            return "not a JWS compact serialisation"
+        try:
+            head = json.loads(b64url(parts[0]))
+            claims = json.loads(b64url(parts[1]))
+            sig = b64url(parts[2])
+        except (ValueError, binascii.Error):
+            return "bad base64url or JSON"
+        if head.get("alg") != "RS256":
+            return "alg is not RS256"
+        with tempfile.NamedTemporaryFile() as sf, tempfile.NamedTemporaryFile() as df:
+            sf.write(sig)
+            sf.flush()
+            df.write((parts[0] + "." + parts[1]).encode())
+            df.flush()
+            r = subprocess.run(["openssl", "dgst", "-sha256", "-verify",
+                                self.a.pubkey, "-signature", sf.name, df.name],
+                               capture_output=True)
+        if r.returncode != 0:
+            return "Invalid JWT Signature."
+        now = time.time()
+        if claims.get("iss") != self.a.client_email:
+            return "Invalid issuer"
+        if not any(s in str(claims.get("scope", "")).split() for s in SCOPES):
+            return "Invalid scope"
+        if claims.get("aud") != token_uri:
+            return "Invalid JWT: aud is %r" % claims.get("aud")
+        iat, exp = claims.get("iat"), claims.get("exp")
+        if not isinstance(iat, (int, float)) or not isinstance(exp, (int, float)):
+            return "Invalid JWT: iat/exp"
+        if iat > now + 60 or exp <= now or exp - iat > 3600:
+            return "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe."
+        return None
+
+    def token(self, req):
+        if req.method != "POST":
+            return proxylib.Response(405, "POST only\n")
+        f = urllib.parse.parse_qs(req.body.decode("ascii", "replace"), strict_parsing=False)
+        if f.get("grant_type") != [JWT_BEARER] or len(f.get("assertion", [])) != 1:
+            return proxylib.json_response(400, {"error": "unsupported_grant_type",
+                                                "error_description": "Invalid grant_type."},
+                                          "application/json")
+        host = req.header("Host", "")
+        why = self.verify_jwt(f["assertion"][0], "http://%s/token" % host)
+        if why:
+            proxylib.log(NAME, "token refused: %s" % why)
+            return proxylib.json_response(400, {"error": "invalid_grant",
+                                                "error_description": why}, "application/json")
+        return self.issue()
+
+    def metadata(self, req):
+        if req.method != "GET" or req.header("Metadata-Flavor") != "Google" \
+                or req.header("X-Forwarded-For"):
+            return proxylib.Response(403, "Missing Metadata-Flavor:Google header.\n")
+        return self.issue()
+
+    def check_auth(self, req):
+        auth = req.header("Authorization")
+        if self.a.emulator:
+            return None
+        if not auth or not auth.startswith("Bearer "):
+            return "Request is missing required authentication credential."
+        exp = self.tokens.get(auth[7:])
+        if exp is None:
+            self.stats["bad_auth"] += 1
+            return "Request had invalid authentication credentials."
+        if exp <= time.time():
+            self.stats["expired_auth"] += 1
+            return "Request had invalid authentication credentials. Expected OAuth 2 access token."
+        return None
+
+    def check_messages(self, body):
+        if len(body) > 10 * 1000 * 1000:
+            return "Request payload size exceeds the limit: 10485760 bytes."
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return "Invalid JSON payload received."
+        if not isinstance(doc, dict) or set(doc) - {"messages"}:
+            return "Invalid JSON payload received. Unknown name."
+        msgs = doc.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            return "The value for message_count is too small. You passed 0 in the request, but the minimum value is 1."
+        if len(msgs) > 1000:
+            return "The value for message_count is too large."
+        for m in msgs:
+            if not isinstance(m, dict) or set(m) - {"data", "attributes", "orderingKey"}:
+                return "Invalid JSON payload received. Unknown name in message."
+            data = m.get("data", "")
+            try:
+                if not isinstance(data, str):
+                    raise ValueError
+                base64.b64decode(data.encode(), validate=True)
+            except (ValueError, binascii.Error):
+                return "Invalid value at 'messages[0].data' (TYPE_BYTES), Base64 decoding failed"
+            attrs = m.get("attributes", {})
+            if not isinstance(attrs, dict) or len(attrs) > 100:
+                return "Too many attributes (limit 100)."
+            for k, v in attrs.items():
+                if not isinstance(v, str):
+                    return "Invalid value at 'messages[0].attributes'."
+                if not k or len(k.encode()) > 256 or k.lower().startswith("goog"):
+                    return "Invalid attribute key %r." % k[:64]
+                if len(v.encode()) > 1024:
+                    return "An attribute value is too long (limit 1024 bytes)."
+            ok = m.get("orderingKey", "")
+            if not isinstance(ok, str) or len(ok.encode()) > 1024:
+                return "Invalid orderingKey."
+            if not data and not attrs:
+                return "Some messages are empty: they need data or attributes."
+        return msgs
+
+    def publish(self, req):
+        path = req.path
+        p = path.split("/")
+        # /v1/projects/P/topics/T:publish
+        if req.method != "POST" or len(p) != 6 or p[1] != "v1" or p[2] != "projects" \
+                or p[4] != "topics" or not p[5].endswith(":publish"):
+            return gerror("NOT_FOUND", "Method not found.")
+        topic = p[3] + "/" + p[5][:-len(":publish")]
+        now = time.time()
+        with self.lock:
+            self.stats["requests"] += 1
+            why = self.check_auth(req)
+            if why:
+                resp, accepted = gerror("UNAUTHENTICATED", why), []
+            elif now < self.fail_until:
+                mode = self.fail_mode
+                resp = (gerror("UNAVAILABLE", "The service is currently unavailable.") if mode == "UNAVAILABLE"
+                        else gerror("RESOURCE_EXHAUSTED", "Quota exceeded.") if mode == "429"
+                        else gerror("INTERNAL", "Internal error encountered."))
+                accepted = []
+            elif topic not in self.topics:
+                resp = gerror("NOT_FOUND", "Resource not found (resource=%s)." % topic.split("/")[1])
+                accepted = []
+            else:
+                msgs = self.check_messages(req.body)
+                if isinstance(msgs, str):
+                    resp, accepted = gerror("INVALID_ARGUMENT", msgs), []
+                else:
+                    ids = []
+                    for m in msgs:
+                        m["messageId"] = str(self.next_id)
+                        ids.append(m["messageId"])
+                        self.next_id += 1
+                    accepted = msgs
+                    self.stats["messages"] += len(msgs)
+                    resp = proxylib.json_response(200, {"messageIds": ids}, "application/json")
+            self.count(resp.status)
+            rec = {"t": now, "path": path, "topic": topic,
+                   "auth": req.header("Authorization"), "status": resp.status,
+                   "messages": accepted}
+            with open(self.a.record, "a", encoding="utf-8") as f:
+                f.write(json.dumps(rec) + "\n")
+            self.write_stats()
+        return resp
+
+    def control(self, req):
+        if req.method == "POST":
+            try:
+                c = json.loads(req.body or b"{}")
+            except ValueError as e:
+                return proxylib.Response(400, "bad control body: %s\n" % e)
+            with self.lock:
+                if "fail" in c:
+                    self.fail_mode = str(c["fail"]["mode"])
+                    self.fail_until = time.time() + float(c["fail"]["seconds"])
+                if "create" in c:
+                    self.topics.add(c["create"])
+            proxylib.log(NAME, "control %s" % c)
+        with self.lock:
+            return proxylib.json_response(200, self.stats, "application/json")
+
+    def hook(self, req):
+        if req.path == "/__control":
+            return self.control(req)
+        if req.path == "/token":
+            return self.token(req)
+        if req.path == META_PATH:
+            return self.metadata(req)
+        return self.publish(req)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--record", required=True)
+    ap.add_argument("--pubkey", required=True, help="PEM public key of the test service account")
+    ap.add_argument("--client-email", required=True)
+    ap.add_argument("--token-ttl", type=int, default=60)
+    ap.add_argument("--topic", action="append", help="PROJECT/TOPIC that exists")
+    ap.add_argument("--emulator", action="store_true", help="no authentication, as the emulator")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port-file", default=None)
+    ap.add_argument("--stats", default=None)
+    a = ap.parse_args()
+    if subprocess.run(["openssl", "version"], capture_output=True).returncode != 0:
+        sys.exit("pubsub-standin: openssl is needed to verify RS256")
+    s = Standin(a)
+    open(a.record, "a").close()
+    s.write_stats()
+    proxylib.serve(NAME, a.host, a.port, a.port_file, s.hook, "(Pub/Sub stand-in)")
+
+
+if __name__ == "__main__":
+    main()
