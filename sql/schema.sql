@@ -262,6 +262,13 @@ CREATE CONSTRAINT TRIGGER outbox_stamp AFTER INSERT ON outbox
 CREATE INDEX IF NOT EXISTS outbox_pending_idx
 	ON outbox (id) WHERE status = 'pending';
 
+-- A claim that leaves some destinations reads each of the others on its
+-- own (outbox_claim()); the named ones through this index.  Rows without
+-- a destination (POST /orders' own) are not in it and cost it nothing.
+CREATE INDEX IF NOT EXISTS outbox_pending_dest_idx
+	ON outbox (destination, id)
+	WHERE status = 'pending' AND destination IS NOT NULL;
+
 -- Per-key ordering looks up a row's unsent siblings.
 CREATE INDEX IF NOT EXISTS outbox_key_idx
 	ON outbox (ordering_key, id) WHERE status <> 'sent';
@@ -419,27 +426,101 @@ BEGIN
 	-- table, and a planner that turns NOT EXISTS into a join may then scan
 	-- all of outbox_key_idx for every row.  OFFSET 0 keeps the NOT EXISTS
 	-- a subplan, which always probes outbox_key_idx with the row's key.
-	FOR v_row, v_key IN
-		SELECT o.ctid, o.ordering_key FROM outbox o
-		WHERE o.status = 'pending' AND o.available_at <= now()
-		  AND (cardinality(v_skip) = 0 OR NOT coalesce(
-			coalesce(o.destination, p_default) = ANY (v_skip), false))
-		  AND NOT EXISTS (SELECT 1 FROM outbox s
-			WHERE s.ordering_key = o.ordering_key AND s.id <> o.id
-			  AND s.status <> 'sent'
-			  AND s.destination IS NOT DISTINCT FROM o.destination
-			  AND (s.status = 'failed' OR s.first_claimed_at IS NOT NULL
-			    OR (o.first_claimed_at IS NULL AND
-				(coalesce(s.commit_seq, 0), s.id) <
-				(coalesce(o.commit_seq, 0), o.id)))
-			OFFSET 0)
-		ORDER BY o.id
-		LIMIT 4 * p_limit
-	LOOP
-		CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026, hashtext(v_key));
-		v_rows := v_rows || v_row;
-		EXIT WHEN cardinality(v_rows) >= p_limit;
-	END LOOP;
+	IF cardinality(v_skip) = 0 THEN
+		FOR v_row, v_key IN
+			SELECT o.ctid, o.ordering_key FROM outbox o
+			WHERE o.status = 'pending' AND o.available_at <= now()
+			  AND NOT EXISTS (SELECT 1 FROM outbox s
+				WHERE s.ordering_key = o.ordering_key
+				  AND s.id <> o.id AND s.status <> 'sent'
+				  AND s.destination IS NOT DISTINCT FROM o.destination
+				  AND (s.status = 'failed' OR
+				    s.first_claimed_at IS NOT NULL OR
+				    (o.first_claimed_at IS NULL AND
+				    (coalesce(s.commit_seq, 0), s.id) <
+				    (coalesce(o.commit_seq, 0), o.id)))
+				OFFSET 0)
+			ORDER BY o.id
+			LIMIT 4 * p_limit
+		LOOP
+			CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026,
+			    hashtext(v_key));
+			v_rows := v_rows || v_row;
+			EXIT WHEN cardinality(v_rows) >= p_limit;
+		END LOOP;
+	ELSE
+		-- Some destinations are left (paused, or the relay has its
+		-- fill of them): their rows are not read at all, however many
+		-- are due, so that one slow destination's backlog cannot make
+		-- every claim slow.  Each destination that is taken is read on
+		-- its own in id order -- the named ones through
+		-- outbox_pending_dest_idx, found with a skip scan of it, the
+		-- rows without one through outbox_pending_idx -- and the heads
+		-- of all of them are merged in id order.
+		FOR v_row, v_key IN
+			WITH RECURSIVE d(name) AS (
+				(SELECT o.destination FROM outbox o
+				WHERE o.status = 'pending'
+				  AND o.destination IS NOT NULL
+				ORDER BY o.destination LIMIT 1)
+				UNION ALL
+				SELECT (SELECT o.destination FROM outbox o
+					WHERE o.status = 'pending'
+					  AND o.destination > d.name
+					ORDER BY o.destination LIMIT 1)
+				FROM d WHERE d.name IS NOT NULL),
+			t(name) AS (
+				SELECT d.name FROM d WHERE d.name IS NOT NULL
+				  AND d.name <> ALL (v_skip))
+			SELECT c.ctid, c.ordering_key FROM (
+				SELECT x.ctid, x.ordering_key, x.id
+				FROM t CROSS JOIN LATERAL (
+				SELECT o.ctid, o.ordering_key, o.id FROM outbox o
+				WHERE o.status = 'pending'
+				  AND o.destination = t.name
+				  AND o.available_at <= now()
+				  AND NOT EXISTS (SELECT 1 FROM outbox s
+					WHERE s.ordering_key = o.ordering_key
+					  AND s.id <> o.id AND s.status <> 'sent'
+					  AND s.destination IS NOT DISTINCT FROM
+					    o.destination
+					  AND (s.status = 'failed' OR
+					    s.first_claimed_at IS NOT NULL OR
+					    (o.first_claimed_at IS NULL AND
+					    (coalesce(s.commit_seq, 0), s.id) <
+					    (coalesce(o.commit_seq, 0), o.id)))
+					OFFSET 0)
+				ORDER BY o.id
+				LIMIT 4 * p_limit) x
+				UNION ALL
+				(SELECT o.ctid, o.ordering_key, o.id FROM outbox o
+				WHERE (p_default IS NULL OR
+				    p_default <> ALL (v_skip))
+				  AND o.status = 'pending'
+				  AND o.destination IS NULL
+				  AND o.available_at <= now()
+				  AND NOT EXISTS (SELECT 1 FROM outbox s
+					WHERE s.ordering_key = o.ordering_key
+					  AND s.id <> o.id AND s.status <> 'sent'
+					  AND s.destination IS NOT DISTINCT FROM
+					    o.destination
+					  AND (s.status = 'failed' OR
+					    s.first_claimed_at IS NOT NULL OR
+					    (o.first_claimed_at IS NULL AND
+					    (coalesce(s.commit_seq, 0), s.id) <
+					    (coalesce(o.commit_seq, 0), o.id)))
+					OFFSET 0)
+				ORDER BY o.id
+				LIMIT 4 * p_limit)) c
+			ORDER BY c.id
+			LIMIT 4 * p_limit
+		LOOP
+			CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026,
+			    hashtext(v_key));
+			v_rows := v_rows || v_row;
+			EXIT WHEN cardinality(v_rows) >= p_limit;
+		END LOOP;
+	END IF;
 
 	IF cardinality(v_rows) = 0 THEN
 		RETURN;

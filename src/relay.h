@@ -45,6 +45,7 @@ struct relay_dest {
 	int			 cap;		/* claim none of its rows while
 						   inflight reaches this */
 	struct relay_chunk	*filling;	/* chunk a claim is filling */
+	int			 skipped;	/* the last claim left its rows */
 };
 
 /* The statement in flight on a relay's connection, if any. */
@@ -119,9 +120,9 @@ struct relay {
 	int			 marking;	/* sent[0..marking) are being
 						   marked by the query in flight */
 	int			 woken;		/* NOTIFY seen since last claim */
-	int			 backlog;	/* the last claim came back full */
-	int			 skipping;	/* ... or left the rows of a
-						   destination at its cap */
+	int			 backlog;	/* the last claim came back full,
+						   or left a destination that
+						   has room again */
 	enum relay_pg_query	 pg_query;	/* the statement in flight */
 	PGresult		*pg_res;	/* ... its result, once read */
 	int64_t			 pg_sent_us;	/* ... when it was sent */
@@ -253,6 +254,9 @@ void		 relay_sink_skip(const struct relay *, char *buf, size_t len);
 /* Hand queued chunks to the sink while it has free slots; stopping, give
  * their rows back instead. */
 void		 relay_sink_pump(struct relay *);
+/* 1 if a destination the last claim left has room again (there may be
+ * rows for it); forgets which were left. */
+int		 relay_sink_room_again(struct relay *);
 /* 1 if every destination has its fill of rows in hand: a claim now
  * would skip them all, reading every due row to find none. */
 int		 relay_sink_full(const struct relay *);

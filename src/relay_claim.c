@@ -142,7 +142,6 @@ relay_claim_start(struct relay *r)
 	    r->conf->destinations[r->conf->default_destination].name : NULL;
 	relay_sink_skip(r, skip, sizeof(skip));
 	p[4] = skip;
-	r->skipping = strcmp(skip, "{}") != 0;
 	r->woken = 0;
 	r->followers = 0;
 	relay_pg_send(r, RELAY_PG_CLAIM, &relay_claim_stmt, p);
@@ -165,6 +164,9 @@ relay_claim_done(struct relay *r, PGresult *res)
 	relay_cost(&r->claim_cost_us, now - r->pg_sent_us);
 	n = res != NULL ? PQntuples(res) : -1;
 	r->backlog = n == r->claiming_limit;
+	/* Its answers may have come while the claim was under way. */
+	if (n >= 0 && relay_sink_room_again(r))
+		r->backlog = 1;
 	r->want_claim = n >= 0 && (n == r->claiming_limit || r->woken);
 	row.claim = r->claiming_token;
 	row.claimed_us = r->pg_sent_us;

@@ -113,7 +113,8 @@ relay_sink_skip(const struct relay *r, char *buf, size_t len)
 		const char	*p;
 		size_t		 need;
 
-		if (r->dests[i].inflight < r->dests[i].cap)
+		r->dests[i].skipped = r->dests[i].inflight >= r->dests[i].cap;
+		if (!r->dests[i].skipped)
 			continue;
 		/* Quoted, with '"' and '\\' escaped: an array literal. */
 		need = 2 + (n > 0);
@@ -459,13 +460,27 @@ relay_sink_answered(struct outbox_msg *msgs, int n, void *arg)
 	r->inflight -= ch->n;
 	ch->dest->inflight -= ch->n;
 	/* The last claim left this destination's rows because it had its
-	 * fill: now it has room, there may be rows for it again. */
-	if (r->skipping && ch->dest->inflight < ch->dest->cap &&
-	    ch->dest->inflight + ch->n >= ch->dest->cap)
+	 * fill: now it has room, there may be rows for it again.  (During a
+	 * claim, relay_claim_done() asks.) */
+	if (r->pg_query != RELAY_PG_CLAIM && relay_sink_room_again(r))
 		r->backlog = 1;
 	relay_sink_chunk_free(ch);
 	relay_sink_pump(r);
 	relay_schedule_record(r);
+}
+
+int
+relay_sink_room_again(struct relay *r)
+{
+	int	i, again = 0;
+
+	for (i = 0; i < r->n_dests; i++)
+		if (r->dests[i].skipped &&
+		    r->dests[i].inflight < r->dests[i].cap) {
+			r->dests[i].skipped = 0;
+			again = 1;
+		}
+	return again;
 }
 
 int

@@ -115,7 +115,7 @@ good "outbox.conf(5) complete example" "$T_DIR/man-example.conf"
 # (a secret given to the webhook, whose "" the file leaves to fill in)
 sed -e 's/^#\(destination \|	\|}\)/\1/' -e 's|^\(	secret = \)""$|\1"'"$HOOK_SECRET"'"|' \
 	"$T_ROOT/etc/outbox.conf" >"$T_DIR/etc-on.conf"
-check_eq "etc/outbox.conf: commented-out destinations switched on" 3 "$(grep -c '^destination ' "$T_DIR/etc-on.conf")"
+check_eq "etc/outbox.conf: commented-out destinations switched on" 4 "$(grep -c '^destination ' "$T_DIR/etc-on.conf")"
 chmod 0600 "$T_DIR/etc-on.conf"
 RC=0
 OUT=$(AWS_REGION=eu-west-1 AWS_ACCESS_KEY_ID=AKIDENV AWS_SECRET_ACCESS_KEY="$AWS_SECRET" \
@@ -147,8 +147,8 @@ bad name-missing 7 "a destination section needs a name: destination NAME { ... }
 bad duplicate 11 "destination orders is defined twice (first on line 7): each destination needs a name of its own" \
 	-e '11s/fanout/orders/'
 bad default-name 4 "relay.default_destination = \"or ders\": $RULE" -e '4s/"orders"/"or ders"/'
-bad sink-unknown 8 'destination orders: sink = "kafka": expected "sqs", "sns" or "http"' -e '8s/sqs/kafka/'
-bad sink-missing 7 'destination orders: sink is not set ("sqs", "sns" or "http")' -e '8d'
+bad sink-unknown 8 'destination orders: sink = "kafka": expected "sqs", "sns", "http" or "pubsub"' -e '8s/sqs/kafka/'
+bad sink-missing 7 'destination orders: sink is not set ("sqs", "sns", "http" or "pubsub")' -e '8d'
 bad sqs-needs-queue_url 7 'destination orders: sink = "sqs" needs queue_url' -e '9d'
 bad sns-needs-topic_arn 11 'destination fanout: sink = "sns" needs topic_arn' -e '13d'
 bad http-needs-url 15 'destination partner: sink = "http" needs url' -e '17d'

@@ -25,7 +25,8 @@ sql "ALTER FUNCTION outbox_claim(bigint, bigint, integer, text, text[]) RENAME T
 CREATE FUNCTION outbox_claim(p_claim bigint, p_lease_ms bigint, p_limit integer,
     p_default text, p_skip text[])
 RETURNS TABLE (id bigint, event_type text, ordering_key text, payload text,
-    attempts integer, created_at timestamptz, destination text, headers text)
+    attempts integer, created_at timestamptz, destination text, headers text,
+    replay bigint)
 LANGUAGE plpgsql AS \$\$
 BEGIN
 	RETURN QUERY SELECT * FROM outbox_claim_fast(p_claim, p_lease_ms, p_limit,
