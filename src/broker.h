@@ -18,6 +18,7 @@ struct httpc;
 
 struct httpc_request {
 	const char		*url;
+	const char		*method;	/* "GET", "PUT"; NULL = POST */
 	struct curl_slist	*headers;	/* taken over: httpc frees */
 	const char		*body;		/* copied */
 	size_t			 body_len;
@@ -50,7 +51,7 @@ struct httpc	*httpc_new(struct event_base *base);
 /* Abort what is in flight (callbacks are not called; each request's
  * arg_free is) and free. */
 void		 httpc_free(struct httpc *);
-/* Start a POST; cb runs exactly once from the event loop, later.
+/* Start a POST (or r->method); cb runs exactly once from the event loop, later.
  * Returns -1 (cb never runs) if the request could not be started. */
 int		 httpc_post(struct httpc *, const struct httpc_request *,
 		    httpc_cb *cb, void *arg);
