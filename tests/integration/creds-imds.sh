@@ -53,6 +53,8 @@ check_eq "every outbox row sent" 0 "$(sql "SELECT count(*) FROM outbox WHERE sta
 check_eq "SQS verifier refused no request" 0 "$(stat_of sqs-cur .rejected)"
 check_eq "DynamoDB verifier refused no request" 0 "$(stat_of ddb-cur .rejected)"
 check "the stand-in minted at least 3 sets (two rotations)" [ "$(wc -l <"$T_DIR/issued")" -ge 6 ]
+check_eq "no worker was ever left with expired credentials (renewed in time)" 0 \
+	"$(grep -c 'expired .* s ago and are not renewed yet' "$OUTBOXD_LOG" || true)"
 renewed=$(grep -c 'AWS credentials from instance metadata' "$OUTBOXD_LOG" || true)
 check "the workers renewed their credentials (3 workers x 2+ fetches)" [ "$renewed" -ge 6 ]
 check "the standin saw IMDSv2 session tokens only" [ "$(stat_of standin .imds_tokens)" -ge 6 ]
