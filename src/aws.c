@@ -23,6 +23,7 @@
 
 #include "outboxd.h"
 #include "broker.h"
+#include "creds.h"
 
 struct aws_ctx {
 	aws_cb		*cb;
@@ -162,6 +163,7 @@ aws_done(const struct httpc_response *resp, void *arg)
 		snprintf(msg, sizeof msg, "HTTP %ld", resp->status);
 		res.error_message = msg;
 	}
+	creds_rejected(res.error_type);
 	log_debug("%s %s: HTTP %ld %s: %s", aws_service_name(ctx->svc),
 	    ctx->action, resp->status,
 	    res.error_type != NULL ? res.error_type : "-", res.error_message);
@@ -181,6 +183,7 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 	struct curl_slist	*h = NULL;
 	struct aws_ctx		*ctx;
 	const char		*endpoint, *target = NULL, *signame;
+	const char		*akid, *secret, *token;
 	char			 url[1024], sigv4[128];
 
 	if (svc == AWS_SQS) {
@@ -200,12 +203,9 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 		    aws_service_name(svc), action);
 		return (-1);
 	}
-	if (conf->aws.access_key_id == NULL ||
-	    conf->aws.secret_access_key == NULL) {
-		log_warnx("%s %s: no AWS credentials configured",
-		    aws_service_name(svc), action);
+	/* Not yet, or expired: the caller retries (creds.c logs why). */
+	if (creds_current(&akid, &secret, &token) == -1)
 		return (-1);
-	}
 	if ((size_t)snprintf(url, sizeof url, "%s/", endpoint) >= sizeof url ||
 	    (size_t)snprintf(sigv4, sizeof sigv4, "aws:amz:%s:%s",
 	    conf->aws.region, signame) >= sizeof sigv4 ||
@@ -231,8 +231,8 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 		goto nomem;
 	/* libcurl does not add the token itself; as a header it is
 	 * signed like the others. */
-	if (conf->aws.session_token != NULL && *conf->aws.session_token &&
-	    httpc_header(&h, "X-Amz-Security-Token: %s", conf->aws.session_token))
+	if (token != NULL && httpc_header(&h, "X-Amz-Security-Token: %s",
+	    token))
 		goto nomem;
 
 	if ((ctx = calloc(1, sizeof *ctx)) == NULL) {
@@ -251,8 +251,8 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 	r.body = body;
 	r.body_len = body_len;
 	r.aws_sigv4 = sigv4;
-	r.username = conf->aws.access_key_id;
-	r.password = conf->aws.secret_access_key;
+	r.username = akid;
+	r.password = secret;
 	r.timeout = timeout;
 	r.arg_free = aws_abort;
 	if (httpc_post(hc, &r, aws_done, ctx) == -1) {

@@ -18,6 +18,7 @@ struct httpc;
 
 struct httpc_request {
 	const char		*url;
+	const char		*method;	/* "GET", "PUT"; NULL = POST */
 	struct curl_slist	*headers;	/* taken over: httpc frees */
 	const char		*body;		/* copied */
 	size_t			 body_len;
@@ -25,8 +26,6 @@ struct httpc_request {
 	const char		*username;	/* SigV4 access key id */
 	const char		*password;	/* SigV4 secret */
 	long			 timeout;	/* ms, whole request; 0 = none */
-	int			 get;		/* a GET (body unused): the GCE
-						   metadata server's token */
 	void			(*arg_free)(void *); /* frees the callback's
 						   arg when httpc_free() aborts
 						   the request; NULL: none */
@@ -54,7 +53,7 @@ struct httpc	*httpc_new(struct event_base *base);
 void		 httpc_free(struct httpc *);
 /* The loop hc runs in. */
 struct event_base *httpc_base(const struct httpc *);
-/* Start a POST; cb runs exactly once from the event loop, later.
+/* Start a POST (or r->method); cb runs exactly once from the event loop, later.
  * Returns -1 (cb never runs) if the request could not be started. */
 int		 httpc_post(struct httpc *, const struct httpc_request *,
 		    httpc_cb *cb, void *arg);

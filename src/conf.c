@@ -27,6 +27,7 @@
 #include "outboxd.h"
 #include "broker.h"
 #include "conf.h"
+#include "creds.h"
 
 #define CONF_ERR_MAX	512
 
@@ -384,6 +385,7 @@ static cfg_opt_t aws_opts[] = {
 	CFG_STR("access_key_id", NULL, CFGF_NONE),
 	CFG_STR("secret_access_key", NULL, CFGF_NONE),
 	CFG_STR("session_token", NULL, CFGF_NONE),
+	CFG_STR("profile", NULL, CFGF_NONE),
 	CFG_END()
 };
 
@@ -555,6 +557,39 @@ oom:
 	return -1;
 }
 
+/*
+ * Some source of the AWS credential chain must exist, but its
+ * credentials need not be at hand: instance metadata or a container
+ * endpoint may come up after outboxd, whose workers wait for them
+ * (/readyz says so).  So only what can never work is refused here: a
+ * source that is present but broken (half a key pair, a named profile
+ * that does not exist, a container URL the SDKs refuse, STS), or no
+ * source at all, which needs AWS_EC2_METADATA_DISABLED=true.
+ */
+static int
+conf_check_creds(struct conf *c, char *err, size_t errlen)
+{
+	struct creds_plan	p;
+	char			why[512];
+	int			rv = 0;
+
+	if (creds_plan_make(c, &p, why, sizeof why) == -1) {
+		snprintf(err, errlen, "%s: AWS credentials: %s", c->path, why);
+		rv = -1;
+	} else if (p.kind == CREDS_NONE) {
+		snprintf(err, errlen, "%s: no AWS credentials: no source of "
+		    "the credential chain is present (aws.access_key_id and "
+		    "aws.secret_access_key, AWS_ACCESS_KEY_ID and "
+		    "AWS_SECRET_ACCESS_KEY, a profile of the shared files, "
+		    "container credentials) and instance metadata is off "
+		    "(AWS_EC2_METADATA_DISABLED)", c->path);
+		rv = -1;
+	} else
+		creds_plan_describe(&p, c->aws.source, sizeof c->aws.source);
+	creds_plan_clear(&p);
+	return rv;
+}
+
 static int
 conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 {
@@ -641,14 +676,20 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	if (conf_fill_event_types(k, c, err, errlen) == -1)
 		return -1;
 
+	/* Only the file's keys: the environment's are the chain's next
+	 * source (creds.c), and the profile's region comes last. */
+	c->aws.profile = conf_strdup_or_null(conf_pick(cfg_getstr(a,
+	    "profile"), "AWS_PROFILE", NULL));
 	c->aws.region = conf_strdup_or_null(conf_pick(cfg_getstr(a, "region"),
 	    "AWS_REGION", "AWS_DEFAULT_REGION"));
+	if (c->aws.region == NULL)
+		c->aws.region = creds_profile_region(c->aws.profile, c->user);
 	c->aws.access_key_id = conf_strdup_or_null(conf_pick(
-	    cfg_getstr(a, "access_key_id"), "AWS_ACCESS_KEY_ID", NULL));
+	    cfg_getstr(a, "access_key_id"), NULL, NULL));
 	c->aws.secret_access_key = conf_strdup_or_null(conf_pick(
-	    cfg_getstr(a, "secret_access_key"), "AWS_SECRET_ACCESS_KEY", NULL));
+	    cfg_getstr(a, "secret_access_key"), NULL, NULL));
 	c->aws.session_token = conf_strdup_or_null(conf_pick(
-	    cfg_getstr(a, "session_token"), "AWS_SESSION_TOKEN", NULL));
+	    cfg_getstr(a, "session_token"), NULL, NULL));
 	c->aws.sqs_endpoint = conf_endpoint(cfg_getstr(q, "endpoint_url"),
 	    cfg_getstr(a, "endpoint_url"), "AWS_ENDPOINT_URL_SQS", "sqs",
 	    c->aws.region);
@@ -678,16 +719,11 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	else if (need_aws && c->aws.region == NULL)
 		v = "aws.region is not set and neither AWS_REGION nor "
 		    "AWS_DEFAULT_REGION is in the environment";
-	else if (need_aws && (c->aws.access_key_id == NULL ||
-	    c->aws.secret_access_key == NULL))
-		v = "no AWS credentials: set aws.access_key_id and "
-		    "aws.secret_access_key, or AWS_ACCESS_KEY_ID and "
-		    "AWS_SECRET_ACCESS_KEY";
 	if (v != NULL) {
 		snprintf(err, errlen, "%s: %s", c->path, v);
 		return -1;
 	}
-	return 0;
+	return need_aws ? conf_check_creds(c, err, errlen) : 0;
 }
 
 int
@@ -799,6 +835,7 @@ conf_free(struct conf *c)
 	free(c->aws.access_key_id);
 	free(c->aws.secret_access_key);
 	free(c->aws.session_token);
+	free(c->aws.profile);
 	free(c->sqs_queue_url);
 	free(c->dynamodb_table);
 	for (i = 0; i < c->consumer.n_event_types; i++)

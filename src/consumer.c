@@ -35,6 +35,7 @@
 
 #include "outboxd.h"
 #include "broker.h"
+#include "creds.h"
 
 #define CONSUMER_BACKOFF_MIN	100L	/* ms */
 #define CONSUMER_BACKOFF_MAX	5000L	/* ms */
@@ -586,6 +587,14 @@ consumer_main(struct conf *conf, int index)
 	    conf->sqs_queue_url, conf->dynamodb_table,
 	    conf->consumer.wait_time, conf->consumer.max_messages, types);
 
+	/* Our own AWS credentials, fetched on our loop (creds.c); until
+	 * they come, ReceiveMessage is not started and retried with
+	 * backoff. */
+	if (creds_start(c.base, conf, CREDS_SLOT_CONSUMER + index, NULL) ==
+	    -1) {
+		status = OUTBOXD_EX_CONFIG;
+		goto out;
+	}
 	consumer_receive(&c);
 	if (event_base_dispatch(c.base) == -1) {
 		log_error("consumer: event loop failed");
@@ -598,6 +607,7 @@ consumer_main(struct conf *conf, int index)
 out:
 	/* Aborts an abandoned long poll; no callback runs. */
 	httpc_free(c.hc);
+	creds_stop();
 	if (c.batch != NULL)
 		consumer_batch_free(c.batch);
 	if (c.retry != NULL)

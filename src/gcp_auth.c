@@ -476,7 +476,7 @@ gcp_auth_fetch(struct httpc *hc, long timeout, char *err, size_t errlen)
 	r.arg_free = gcp_auth_aborted;
 	if (ga.source == GCP_METADATA) {
 		r.url = ga.metadata_url;
-		r.get = 1;
+		r.method = "GET";
 		httpc_header(&h, "Metadata-Flavor: Google");
 	} else {
 		if ((jwt = gcp_jwt_assertion(&ga.key, clock_wall_us() /

@@ -427,13 +427,16 @@ httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
 	if (r->timeout > 0)
 		curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, r->timeout);
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, req->headers);
-	if (r->get)
+	if (r->method != NULL && strcmp(r->method, "GET") == 0)
 		curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
 	else {
+		/* PUT with a body from POSTFIELDS, as curl -X PUT -d. */
 		curl_easy_setopt(e, CURLOPT_POST, 1L);
 		curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->body);
 		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
 		    (curl_off_t)r->body_len);
+		if (r->method != NULL)
+			curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
 	}
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, httpc_write_fn);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, req);

@@ -183,6 +183,10 @@ main(int argc, char **argv)
 			fprintf(stderr, "outboxd: warning: %s\n",
 			    conf->mode_warning);
 		printf("outboxd: %s: configuration OK\n", path);
+		/* The chain's choice, not its secrets: nothing is fetched. */
+		if (conf->aws.source[0] != '\0')
+			printf("credentials: %s\nregion: %s\n",
+			    conf->aws.source, conf->aws.region);
 		conf_free(conf);
 		return 0;
 	}

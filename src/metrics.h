@@ -66,6 +66,14 @@ struct metrics_outbox {
 	char		error[METRICS_ERROR_MAX];
 };
 
+/* One worker's AWS credentials, for /readyz (metrics_creds_set). */
+#define METRICS_CREDS_SLOTS	64
+struct metrics_creds {
+	int64_t		pid;		/* the worker that wrote it */
+	int64_t		state;		/* 0 unused, 1 have them, 2 none */
+	char		why[METRICS_ERROR_MAX];
+};
+
 /* The shared region.  Groups written by different roles sit on cache
  * lines of their own. */
 struct metrics_shm {
@@ -90,6 +98,8 @@ struct metrics_shm {
 	int64_t		default_dest;	/* slot of the default; -1 none */
 	struct metrics_outbox outbox __attribute__((aligned(64)));
 	struct metrics_dest dests[METRICS_MAX_DESTS + 1];
+	struct metrics_creds creds[METRICS_CREDS_SLOTS]
+			    __attribute__((aligned(64)));
 };
 
 extern struct metrics_shm	*metrics_shm;

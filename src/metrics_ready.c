@@ -11,18 +11,28 @@
  * and marked "failing" in "destinations", and the answer stays 200.  A
  * paused destination is "paused", never failing: its pause is the
  * operator's choice.
+ *
+ * "credentials" is "unavailable: why" while a running relay or consumer
+ * has no valid AWS credentials (not fetched yet, or expired and not
+ * renewed: its requests wait), and then outboxd is not ready; "ok" when
+ * every one has them, "not used" when none talks to AWS.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <signal.h>
 
 #include <cjson/cJSON.h>
 
 #include "metrics.h"
+#include "creds.h"
 
 #define METRICS_WHY_MAX		2048
 
@@ -108,6 +118,54 @@ metrics_ready_dests(cJSON *arr, const char **sink, char *why, size_t wsize,
 	return 0;
 }
 
+void
+metrics_creds_set(int slot, const char *why)
+{
+	struct metrics_creds	*m;
+	size_t			 i;
+
+	if (metrics_shm == NULL || slot < 0 || slot >= METRICS_CREDS_SLOTS)
+		return;
+	m = &metrics_shm->creds[slot];
+	STORE(&m->pid, (int64_t)getpid());
+	for (i = 0; why != NULL && i + 1 < sizeof m->why && why[i]; i++)
+		STORE(&m->why[i], why[i]);
+	STORE(&m->why[why != NULL ? i : 0], '\0');
+	__atomic_store_n(&m->state, why != NULL ? 2 : 1, __ATOMIC_RELEASE);
+}
+
+/* "ok", "not used" or "unavailable: why" (a live worker's) into buf. */
+static const char *
+metrics_creds_state(char *buf, size_t size)
+{
+	struct metrics_creds	*m;
+	int64_t			 state;
+	size_t			 i, j, k;
+	int			 used = 0;
+
+	for (i = 0; i < METRICS_CREDS_SLOTS; i++) {
+		m = &metrics_shm->creds[i];
+		if ((state = __atomic_load_n(&m->state, __ATOMIC_ACQUIRE)) ==
+		    0)
+			continue;
+		/* A slot outlives a worker that exited; its successor
+		 * writes it again. */
+		if (kill((pid_t)LOAD(&m->pid), 0) == -1 && errno == ESRCH)
+			continue;
+		used = 1;
+		if (state != 2)
+			continue;
+		j = (size_t)snprintf(buf, size, "unavailable: ");
+		for (k = 0; k + 1 < sizeof m->why && j + k + 1 < size; k++)
+			if ((buf[j + k] = LOAD(&m->why[k])) == '\0')
+				break;
+		buf[j + k] = '\0';
+		return (buf);
+	}
+	snprintf(buf, size, "%s", used ? "ok" : "not used");
+	return (buf);
+}
+
 int
 metrics_ready(char *buf, size_t size, const char *db_down, size_t *len)
 {
@@ -115,6 +173,7 @@ metrics_ready(char *buf, size_t size, const char *db_down, size_t *len)
 	const char		*db = "ok", *schema = "ok", *sink = "ok";
 	char			 err[METRICS_ERROR_MAX], why[METRICS_WHY_MAX];
 	char			 warn[METRICS_WHY_MAX];
+	char			 creds[METRICS_ERROR_MAX + 20];
 	cJSON			*j, *arr;
 	int64_t			 at, state, up = 0, want = 0;
 	size_t			 i;
@@ -123,6 +182,7 @@ metrics_ready(char *buf, size_t size, const char *db_down, size_t *len)
 	err[0] = '\0';
 	why[0] = '\0';
 	warn[0] = '\0';
+	snprintf(creds, sizeof creds, "unknown");
 	if ((j = cJSON_CreateObject()) == NULL)
 		return -1;
 	arr = cJSON_CreateArray();
@@ -170,6 +230,12 @@ metrics_ready(char *buf, size_t size, const char *db_down, size_t *len)
 		}
 		if (strcmp(sink, "failing") == 0)
 			ready = 0;
+		if (strncmp(metrics_creds_state(creds, sizeof creds),
+		    "unavailable", 11) == 0) {
+			metrics_why(why, sizeof(why), "AWS credentials %s",
+			    creds);
+			ready = 0;
+		}
 		if (up < want) {
 			metrics_why(why, sizeof(why), "%" PRId64 " of %" PRId64
 			    " workers are not running", want - up, want);
@@ -187,6 +253,7 @@ metrics_ready(char *buf, size_t size, const char *db_down, size_t *len)
 	    cJSON_AddStringToObject(j, "database", db) != NULL &&
 	    cJSON_AddStringToObject(j, "schema", schema) != NULL &&
 	    cJSON_AddStringToObject(j, "sink", sink) != NULL &&
+	    cJSON_AddStringToObject(j, "credentials", creds) != NULL &&
 	    arr != NULL && cJSON_AddItemToObject(j, "destinations", arr) &&
 	    cJSON_AddNumberToObject(j, "workers_up", (double)up) != NULL &&
 	    cJSON_AddNumberToObject(j, "workers_desired", (double)want) !=

@@ -32,6 +32,7 @@
 
 #include "outboxd.h"
 #include "broker.h"
+#include "creds.h"
 #include "outboxctl.h"
 
 #define CTL_TIMEOUT		10000L		/* ms per AWS request */
@@ -123,6 +124,39 @@ ctl_reply(const struct aws_result *res, void *arg)
 		call->error = NULL;
 }
 
+static struct event_base *ctl_creds_base;
+
+/* The chain's first answer, good or bad, ends the wait for it. */
+static void
+ctl_creds_notify(void)
+{
+	event_base_loopbreak(ctl_creds_base);
+}
+
+/* The chain's credentials on base, as the workers get them (creds.c);
+ * -1 with the reason on stderr (no secret in it). */
+static int
+ctl_creds(struct event_base *base, struct conf *conf)
+{
+	const char	*a, *s, *t;
+	char		 why[300];
+
+	ctl_creds_base = base;
+	if (creds_start(base, conf, -1, ctl_creds_notify) == -1) {
+		fprintf(stderr, "outboxctl: %s: no usable AWS credential "
+		    "source\n", conf->path);
+		return (-1);
+	}
+	if (creds_current(&a, &s, &t) == 0)
+		return (0);
+	event_base_dispatch(base);
+	if (creds_current(&a, &s, &t) == 0)
+		return (0);
+	fprintf(stderr, "outboxctl: AWS credentials (%s): %s\n",
+	    conf->aws.source, creds_state(why, sizeof why));
+	return (-1);
+}
+
 /* Run one AWS call to completion.  Returns -1 if it never started. */
 static int
 ctl_call_run(struct conf *conf, enum aws_service svc, const char *action,
@@ -142,6 +176,8 @@ ctl_call_run(struct conf *conf, enum aws_service svc, const char *action,
 		fprintf(stderr, "outboxctl: cannot create an HTTP client\n");
 		goto out;
 	}
+	if (ctl_creds(base, conf) == -1)
+		goto out;
 	if (aws_call(hc, conf, svc, action, body, len, CTL_TIMEOUT,
 	    ctl_reply, call, NULL) == -1) {
 		fprintf(stderr, "outboxctl: %s request not started\n", action);
@@ -156,6 +192,7 @@ ctl_call_run(struct conf *conf, enum aws_service svc, const char *action,
 	rv = 0;
 out:
 	httpc_free(hc);
+	creds_stop();
 	event_base_free(base);
 	return (rv);
 }
@@ -170,10 +207,10 @@ ctl_fulfillment(struct conf *conf, int argc, char **argv)
 	int		 rv;
 
 	(void)argc;
-	if (conf->aws.region == NULL || conf->aws.access_key_id == NULL ||
-	    conf->aws.secret_access_key == NULL) {
-		fprintf(stderr, "outboxctl: %s: AWS region or credentials not "
-		    "set (aws section or AWS_* environment)\n", conf->path);
+	if (conf->aws.region == NULL) {
+		fprintf(stderr, "outboxctl: %s: the AWS region is not set "
+		    "(aws.region, AWS_REGION, AWS_DEFAULT_REGION or the "
+		    "profile's region)\n", conf->path);
 		return (OUTBOXD_EX_CONFIG);
 	}
 	if (conf->dynamodb_table == NULL) {

@@ -174,15 +174,22 @@ struct conf {
 	} consumer;
 
 	/* Resolved at load time: file value, else environment, else AWS
-	 * default.  Secrets are never logged. */
+	 * default; the keys are the file's only, the first source of the
+	 * credential chain (creds.c), which the workers run.  Secrets are
+	 * never logged. */
 	struct {
-		char	*region;
+		char	*region;		/* ... else the profile's */
 		char	*sqs_endpoint;		/* base URL, no trailing '/' */
 		char	*dynamodb_endpoint;	/* base URL, no trailing '/' */
 		char	*sns_endpoint;		/* base URL, no trailing '/' */
 		char	*access_key_id;
 		char	*secret_access_key;
 		char	*session_token;		/* NULL = none */
+		char	*profile;		/* aws.profile, AWS_PROFILE;
+						   NULL = "default" */
+		char	 source[256];		/* the chain's choice, as
+						   outboxd -t says it; ""
+						   when AWS is not used */
 	} aws;
 
 	/* Google Cloud Pub/Sub (sink = "pubsub"): where requests go and

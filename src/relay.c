@@ -28,6 +28,7 @@
 #include <event2/event.h>
 
 #include "relay.h"
+#include "creds.h"
 
 #define RELAY_MASTER_STOP_WAIT_MS 1000	/* relay 1 stopped by a SIGTERM: how
 					   long it waits for the master's
@@ -331,6 +332,13 @@ relay_main(struct conf *conf, int index)
 		    conf->relay.batch_size, conf->relay.poll_interval);
 	}
 
+	/* Our own AWS credentials, fetched on our loop (creds.c). */
+	for (i = 0; i < conf->n_destinations; i++)
+		if (conf->destinations[i].sink != CONF_SINK_HTTP) {
+			if (creds_start(r.base, conf, index, NULL) == -1)
+				return (OUTBOXD_EX_CONFIG);
+			break;
+		}
 	relay_kick(&r);			/* rows written while we were down */
 	event_base_dispatch(r.base);
 	relay_mark_now(&r);		/* what finished in the last turn */
@@ -350,6 +358,7 @@ relay_main(struct conf *conf, int index)
 	 * chunks' rows are left to the lease, as are those of chunks still
 	 * waiting after a forced exit. */
 	httpc_free(r.httpc);
+	creds_stop();
 	relay_sink_free(&r);
 	event_base_free(r.base);
 	log_info("stopped");

@@ -51,6 +51,15 @@ clear_env(void)
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 	unsetenv("AWS_SESSION_TOKEN");
 	unsetenv("PUBSUB_EMULATOR_HOST");
+	/* The rest of the credential chain (creds.c), absent. */
+	unsetenv("AWS_PROFILE");
+	unsetenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+	unsetenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+	unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+	unsetenv("AWS_EC2_METADATA_DISABLED");
+	unsetenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+	setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials", 1);
+	setenv("AWS_CONFIG_FILE", "/nonexistent/config", 1);
 }
 
 static const char good[] =
@@ -130,9 +139,11 @@ test_defaults_and_env(void **state)
 	assert_int_equal(c->consumer.wait_time, 20);
 	assert_int_equal(c->http.max_body_size, 65536);
 	assert_string_equal(c->aws.region, "ap-south-1");
-	assert_string_equal(c->aws.access_key_id, "ENVKEY");
-	assert_string_equal(c->aws.secret_access_key, "ENVSECRET");
+	/* The environment's keys are the chain's, not the file's. */
+	assert_null(c->aws.access_key_id);
 	assert_null(c->aws.session_token);
+	assert_non_null(strstr(c->aws.source, "AWS_ACCESS_KEY_ID"));
+	assert_null(strstr(c->aws.source, "ENVSECRET"));
 	assert_string_equal(c->aws.sqs_endpoint, "http://127.0.0.1:9324");
 	/* no endpoint anywhere: the real AWS endpoint of the region */
 	assert_string_equal(c->aws.dynamodb_endpoint,
@@ -183,24 +194,34 @@ test_defaults_and_env(void **state)
 	setenv("AWS_REGION", "us-west-2", 1);
 	assert_int_equal(conf_load(write_conf(
 	    "database = \"dbname=x\"\n"
-	    "aws { access_key_id = \"FILEKEY\" }\n"
+	    "aws { access_key_id = \"FILEKEY\" secret_access_key = \"S\" }\n"
 	    "sqs { queue_url = \"https://sqs.us-west-2.amazonaws.com/1/q\" }\n"),
 	    &c, err, sizeof(err)), 0);
 	unlink(path);
 	assert_string_equal(c->aws.region, "us-west-2");
 	assert_string_equal(c->aws.access_key_id, "FILEKEY");
+	assert_non_null(strstr(c->aws.source, "aws section"));
 	conf_free(c);
 	clear_env();
 }
 
 /* A bad file is refused with the expected "FILE:LINE: ..." text. */
+static void	expect_error_env(const char *, int, const char *);
+
 static void
 expect_error(const char *text, int line, const char *fragment)
+{
+	clear_env();
+	expect_error_env(text, line, fragment);
+}
+
+/* expect_error in the environment as the caller left it. */
+static void
+expect_error_env(const char *text, int line, const char *fragment)
 {
 	struct conf	*c = NULL;
 	char		 err[512], want[128];
 
-	clear_env();
 	assert_int_equal(conf_load(write_conf(text), &c, err, sizeof(err)),
 	    -1);
 	unlink(path);
@@ -279,8 +300,21 @@ test_bad_files(void **state)
 	    "relay.sink");
 	expect_error("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n",
 	    0, "aws.region");
-	expect_error("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n"
+	/* Instance metadata may come later: only its absence is fatal. */
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+	expect_error_env("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n"
 	    "aws { region = \"r\" }\n", 0, "no AWS credentials");
+	expect_error("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n"
+	    "aws { region = \"r\" access_key_id = \"A\" }\n", 0,
+	    "aws section sets an access key id but not the secret");
+	setenv("AWS_PROFILE", "nosuch", 1);
+	expect_error_env("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n"
+	    "aws { region = \"r\" }\n", 0, "AWS profile nosuch is in neither");
+	clear_env();
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://10.0.0.1/creds", 1);
+	expect_error_env("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n"
+	    "aws { region = \"r\" }\n", 0, "refuse over plain http");
+	clear_env();
 }
 
 static void

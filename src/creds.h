@@ -1,0 +1,159 @@
+/*
+ * creds.h - the AWS credential chain (creds*.c): which source a
+ * configuration and environment name, in the order of the AWS SDKs and
+ * Tools Reference Guide ("Standardized credential providers"), and the
+ * credentials each worker process signs with, fetched and renewed in the
+ * background on its own event loop.
+ *
+ * Every process that talks to AWS (relay and consumer workers, outboxctl)
+ * runs its own chain after fork: nothing secret crosses a process
+ * boundary, and a worker's credentials live and die with it.
+ */
+#ifndef OUTBOXD_CREDS_H
+#define OUTBOXD_CREDS_H
+
+#include <stdint.h>
+
+#include "outboxd.h"
+
+struct event_base;
+struct httpc;
+
+enum creds_kind {
+	CREDS_NONE,		/* no source can exist */
+	CREDS_CONF,		/* the aws section's keys */
+	CREDS_ENV,		/* AWS_ACCESS_KEY_ID, ... */
+	CREDS_PROFILE,		/* static keys of a shared-file profile */
+	CREDS_PROCESS,		/* the profile's credential_process */
+	CREDS_ASSUME_ROLE,	/* role_arn + source_profile: STS, not yet */
+	CREDS_WEB_IDENTITY,	/* web identity token + role: STS, not yet */
+	CREDS_CONTAINER,	/* ECS / EKS Pod Identity endpoint */
+	CREDS_IMDS		/* EC2 instance metadata, IMDSv2 */
+};
+
+/* The source the chain chose; strings are malloc'd, NULL when unused. */
+struct creds_plan {
+	enum creds_kind	 kind;
+	char		*profile;	/* profile name used or looked in */
+	char		*path;		/* shared file the keys came from */
+	char		*access_key_id;	/* static kinds */
+	char		*secret_access_key;
+	char		*session_token;
+	char		*command;	/* credential_process */
+	char		*url;		/* container: full URL; IMDS: base */
+	char		*auth_token;	/* container: the token's value */
+	char		*auth_token_file; /* container: read at each fetch */
+	char		*role_arn;	/* STS kinds */
+};
+
+/* Credentials as a provider hands them over; expiration in s since the
+ * epoch, 0 = never. */
+struct creds_got {
+	const char	*access_key_id;
+	const char	*secret_access_key;
+	const char	*session_token;	/* NULL = none */
+	int64_t		 expiration;
+};
+
+/* A provider's answer: got, or NULL with err saying why (no secret). */
+typedef void	 creds_done_cb(const struct creds_got *got, const char *err);
+
+/* ---- creds.c: the chain, the current credentials, their refresh ------ */
+
+/*
+ * Walk the chain for conf and the environment without fetching anything
+ * and fill plan (clear it with creds_plan_clear, also after an error).
+ * Returns 0 (plan->kind may be CREDS_NONE: no source can exist), or -1
+ * with the reason in err (errlen bytes): a source that is present but
+ * unusable (half a key pair, a profile that does not exist, a container
+ * URL on a host the SDKs refuse, a credential file that cannot be read).
+ * Never puts a secret in err.
+ */
+int		 creds_plan_make(const struct conf *, struct creds_plan *,
+		    char *err, size_t errlen);
+void		 creds_plan_clear(struct creds_plan *);
+/* "instance metadata (IMDSv2, http://169.254.169.254)", "profile prod
+ * (~/.aws/credentials)", ... into buf: what outboxd -t prints.  No
+ * secret. */
+void		 creds_plan_describe(const struct creds_plan *, char *buf,
+		    size_t len);
+
+/*
+ * Start this process's chain on base (once per process, after fork):
+ * static credentials are current at once; temporary ones are fetched now
+ * and renewed before they expire (creds.c: the refresh rule).  slot
+ * names this worker in /readyz's credentials state (metrics_creds_set);
+ * -1 for none (outboxctl).  notify, unless NULL, runs after each fetch,
+ * good or bad.  Returns -1 if the chain cannot be planned (logged).
+ */
+int		 creds_start(struct event_base *, const struct conf *,
+		    int slot, void (*notify)(void));
+/* Stop fetching and forget the credentials (before the loop is freed). */
+void		 creds_stop(void);
+/*
+ * The credentials to sign a request with now, valid until the next
+ * return to the event loop; *token NULL if there is none.  Returns -1
+ * when there are none that are valid (not yet fetched, or expired and not
+ * renewed): then one rate-limited line says why, and the caller fails its
+ * call as retryable.
+ */
+int		 creds_current(const char **access_key_id,
+		    const char **secret_access_key, const char **token);
+/* AWS answered with error type (ExpiredToken, ExpiredTokenException,
+ * RequestExpired): renew now.  Other types are ignored. */
+void		 creds_rejected(const char *error_type);
+/* "ok", or "unavailable: why" into buf: this process's state. */
+const char	*creds_state(char *buf, size_t len);
+/* Parse an ISO 8601 UTC instant ("2024-05-01T12:00:00Z", fractions and
+ * "+00:00" allowed) to s since the epoch; -1 if it is none. */
+int64_t		 creds_time_parse(const char *);
+/* The credentials in a JSON answer: the container and instance metadata
+ * form (AccessKeyId, SecretAccessKey, Token, Expiration) or the
+ * credential_process form (Version 1, SessionToken).  Calls done with
+ * them or with an error; the JSON is never quoted in the error. */
+void		 creds_json_done(const char *body, size_t len,
+		    const char *what, creds_done_cb *done);
+
+/* ---- creds_profile.c: the shared credentials and config files ------- */
+
+/* Fill plan from the profile (static keys, credential_process, role_arn,
+ * web_identity_token_file); plan->kind stays CREDS_NONE if the profile
+ * has none.  -1 with err as creds_plan_make. */
+int		 creds_profile_plan(const struct conf *, struct creds_plan *,
+		    char *err, size_t errlen);
+/* The profile's region, or NULL (caller frees). */
+char		*creds_profile_region(const char *profile, const char *user);
+
+/* ---- creds_process.c: credential_process, read through libevent ----- */
+
+/* Run command (/bin/sh -c) without waiting for it; done runs once, from
+ * the loop, with its parsed output, or an error after timeout ms.
+ * Returns -1 (done never runs) if it could not be started. */
+int		 creds_process_fetch(struct event_base *, const char *command,
+		    long timeout, creds_done_cb *done);
+void		 creds_process_abort(void);
+
+/* ---- creds_http.c: container endpoint and instance metadata --------- */
+
+/* GET the container credentials URL with its Authorization token (ECS
+ * and EKS Pod Identity container credential providers). */
+int		 creds_container_fetch(struct httpc *, const struct creds_plan *,
+		    creds_done_cb *done);
+/* IMDSv2: PUT /latest/api/token, GET .../security-credentials/, GET
+ * the role's credentials (EC2 User Guide, "Retrieve security credentials
+ * from instance metadata"). */
+int		 creds_imds_fetch(struct httpc *, const struct creds_plan *,
+		    creds_done_cb *done);
+/* 0 if url may serve container credentials (https anywhere; http only
+ * on loopback, 169.254.170.2, 169.254.170.23 or fd00:ec2::23), else -1. */
+int		 creds_container_url_ok(const char *url);
+
+/* ---- metrics_ready.c: the credentials field of /readyz -------------- */
+
+/* Worker slot (relay i: i, consumer i: CREDS_SLOT_CONSUMER + i; out of
+ * range: ignored) has credentials (why NULL) or none, for why (no secret
+ * in it). */
+#define CREDS_SLOT_CONSUMER	32
+void		 metrics_creds_set(int slot, const char *why);
+
+#endif

@@ -1,0 +1,263 @@
+/* test_creds.c - the AWS credential chain's pure parts (creds*.c): its
+ * order, the shared files, the container URL rule, the credentials JSON
+ * and Expiration times. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "outboxd.h"
+#include "creds.h"
+
+static char	dir[] = "/tmp/test_creds.XXXXXX";
+static char	cred_path[128], conf_path[128];
+
+static void
+put(const char *path, const char *text)
+{
+	FILE	*f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void
+env_clear(void)
+{
+	static const char *const v[] = { "AWS_ACCESS_KEY_ID",
+	    "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+	    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+	    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+	    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+	    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_ROLE_ARN",
+	    "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_EC2_METADATA_DISABLED",
+	    "AWS_EC2_METADATA_SERVICE_ENDPOINT", "OUTBOXD_ECS_ENDPOINT" };
+	size_t	i;
+
+	for (i = 0; i < sizeof v / sizeof v[0]; i++)
+		unsetenv(v[i]);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", cred_path, 1);
+	setenv("AWS_CONFIG_FILE", conf_path, 1);
+}
+
+/* The kind the chain picks for conf c now (-1: refused), described
+ * (or the error) in desc. */
+static int
+pick(struct conf *c, char *desc, size_t len)
+{
+	struct creds_plan	p;
+	char			err[400];
+	int			k;
+
+	if (creds_plan_make(c, &p, err, sizeof err) == -1) {
+		creds_plan_clear(&p);
+		snprintf(desc, len, "error: %s", err);
+		return (-1);
+	}
+	creds_plan_describe(&p, desc, len);
+	k = (int)p.kind;
+	creds_plan_clear(&p);
+	return (k);
+}
+
+/* One case per adjacent pair of the chain: the earlier source wins. */
+static void
+test_order(void **state)
+{
+	struct conf	c;
+	char		d[512];
+
+	(void)state;
+	memset(&c, 0, sizeof c);
+	env_clear();
+	unlink(cred_path);
+	unlink(conf_path);
+	assert_int_equal(pick(&c, d, sizeof d), CREDS_IMDS);
+	assert_non_null(strstr(d, "http://169.254.169.254"));
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+	assert_int_equal(pick(&c, d, sizeof d), CREDS_NONE);
+	unsetenv("AWS_EC2_METADATA_DISABLED");
+
+	/* container over IMDS */
+	setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds/x", 1);
+	assert_int_equal(pick(&c, d, sizeof d), CREDS_CONTAINER);
+	assert_non_null(strstr(d, "169.254.170.2"));
+	/* web identity over container: found, refused (STS) */
+	setenv("AWS_WEB_IDENTITY_TOKEN_FILE", "/t", 1);
+	setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/r", 1);
+	assert_int_equal(pick(&c, d, sizeof d), -1);
+	assert_non_null(strstr(d, "AssumeRoleWithWebIdentity"));
+	unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+	/* profile over container */
+	put(cred_path, "[default]\naws_access_key_id = PKEY\n"
+	    "aws_secret_access_key = PSECRET\n");
+	assert_int_equal(pick(&c, d, sizeof d), CREDS_PROFILE);
+	assert_null(strstr(d, "PSECRET"));
+	/* environment over profile */
+	setenv("AWS_ACCESS_KEY_ID", "EKEY", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "ESECRET", 1);
+	assert_int_equal(pick(&c, d, sizeof d), CREDS_ENV);
+	/* the aws section over the environment */
+	c.aws.access_key_id = "CKEY";
+	c.aws.secret_access_key = "CSECRET";
+	assert_int_equal(pick(&c, d, sizeof d), CREDS_CONF);
+	assert_null(strstr(d, "CSECRET"));
+	env_clear();
+}
+
+static void
+test_profile(void **state)
+{
+	struct conf		 c;
+	struct creds_plan	 p;
+	char			 err[512], *r;
+
+	(void)state;
+	memset(&c, 0, sizeof c);
+	env_clear();
+	put(cred_path, "# comment\n[other]\naws_access_key_id = O\n"
+	    "aws_secret_access_key = OS\n");
+	put(conf_path, "[default]\nregion = eu-north-1\n"
+	    "[profile proc]\ncredential_process = /bin/echo '{}'\n"
+	    "region = ap-east-1\ns3 =\n  max_concurrent_requests = 2\n"
+	    "[profile role]\nrole_arn = arn:aws:iam::1:role/r\n"
+	    "source_profile = other\n");
+	c.aws.profile = "proc";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.kind, CREDS_PROCESS);
+	assert_string_equal(p.command, "/bin/echo '{}'");
+	assert_string_equal(p.path, conf_path);
+	creds_plan_clear(&p);
+	r = creds_profile_region("proc", NULL);
+	assert_string_equal(r, "ap-east-1");
+	free(r);
+	r = creds_profile_region(NULL, NULL);
+	assert_string_equal(r, "eu-north-1");
+	free(r);
+	c.aws.profile = "other";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.kind, CREDS_PROFILE);
+	assert_string_equal(p.access_key_id, "O");
+	creds_plan_clear(&p);
+	c.aws.profile = "role";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "STS AssumeRole"));
+	creds_plan_clear(&p);
+	c.aws.profile = "missing";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "AWS profile missing is in neither"));
+	creds_plan_clear(&p);
+	env_clear();
+}
+
+static void
+test_container_url(void **state)
+{
+	(void)state;
+	assert_int_equal(creds_container_url_ok("http://127.0.0.1:8/c"), 0);
+	assert_int_equal(creds_container_url_ok("http://127.9.9.9/c"), 0);
+	assert_int_equal(creds_container_url_ok("http://localhost/c"), 0);
+	assert_int_equal(creds_container_url_ok("http://[::1]:80/c"), 0);
+	assert_int_equal(creds_container_url_ok(
+	    "http://169.254.170.23/v1/credentials"), 0);
+	assert_int_equal(creds_container_url_ok("http://[fd00:ec2::23]/"), 0);
+	assert_int_equal(creds_container_url_ok("https://creds.example/"), 0);
+	assert_int_equal(creds_container_url_ok("http://10.0.0.1/c"), -1);
+	assert_int_equal(creds_container_url_ok("http://128.0.0.1/c"), -1);
+	assert_int_equal(creds_container_url_ok(
+	    "http://127.0.0.1.evil.example/"), -1);
+	assert_int_equal(creds_container_url_ok("http://u@127.0.0.1/"), -1);
+	assert_int_equal(creds_container_url_ok("ftp://127.0.0.1/"), -1);
+}
+
+static void
+test_time(void **state)
+{
+	(void)state;
+	assert_int_equal(creds_time_parse("1970-01-01T00:01:00Z"), 60);
+	assert_int_equal(creds_time_parse("2024-05-01T12:00:00Z"),
+	    1714564800);
+	assert_int_equal(creds_time_parse("2024-05-01T12:00:00.123Z"),
+	    1714564800);
+	assert_int_equal(creds_time_parse("2024-05-01T14:00:00+02:00"),
+	    1714564800);
+	assert_int_equal(creds_time_parse("2024-05-01 12:00:00Z"), -1);
+	assert_int_equal(creds_time_parse("2024-05-01T12:00:00"), -1);
+	assert_int_equal(creds_time_parse("2024-13-01T12:00:00Z"), -1);
+	assert_int_equal(creds_time_parse("2024-05-01T12:00:00Zjunk"), -1);
+}
+
+static struct creds_got	last;
+static char		last_err[256];
+static int		calls;
+
+static void
+got_cb(const struct creds_got *g, const char *err)
+{
+	calls++;
+	memset(&last, 0, sizeof last);
+	last_err[0] = '\0';
+	if (g != NULL) {
+		last.expiration = g->expiration;
+		last.session_token = g->session_token != NULL ? "set" : NULL;
+	} else
+		snprintf(last_err, sizeof last_err, "%s", err);
+}
+
+#define JSON(s)	creds_json_done(s, strlen(s), "t", got_cb)
+
+static void
+test_json(void **state)
+{
+	(void)state;
+	JSON("{\"Code\":\"Success\",\"AccessKeyId\":\"A\",\"SecretAccessKey\":"
+	    "\"S\",\"Token\":\"T\",\"Expiration\":\"1970-01-01T00:02:00Z\"}");
+	assert_int_equal(last.expiration, 120);
+	assert_non_null(last.session_token);
+	JSON("{\"Version\":1,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}");
+	assert_int_equal(last.expiration, 0);
+	assert_string_equal(last_err, "");
+	JSON("{\"Version\":2,\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\"}");
+	assert_non_null(strstr(last_err, "Version is not 1"));
+	/* Container and IMDS credentials always expire. */
+	JSON("{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"S\",\"Token\":\"T\"}");
+	assert_non_null(strstr(last_err, "no Expiration"));
+	JSON("{\"AccessKeyId\":\"A\",\"SecretAccessKey\":\"TOPSECRET\","
+	    "\"Expiration\":\"soon\"}");
+	assert_non_null(strstr(last_err, "not an ISO 8601"));
+	assert_null(strstr(last_err, "TOPSECRET"));
+	JSON("{\"Code\":\"Failure\",\"AccessKeyId\":\"A\"}");
+	assert_non_null(strstr(last_err, "Code is"));
+	JSON("SECRET not json");
+	assert_null(strstr(last_err, "SECRET"));
+	assert_int_equal(calls, 7);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_order),
+		cmocka_unit_test(test_profile),
+		cmocka_unit_test(test_container_url),
+		cmocka_unit_test(test_time),
+		cmocka_unit_test(test_json),
+	};
+	int	rv;
+
+	if (mkdtemp(dir) == NULL)
+		return (1);
+	snprintf(cred_path, sizeof cred_path, "%s/credentials", dir);
+	snprintf(conf_path, sizeof conf_path, "%s/config", dir);
+	rv = cmocka_run_group_tests(tests, NULL, NULL);
+	unlink(cred_path);
+	unlink(conf_path);
+	rmdir(dir);
+	return (rv);
+}
