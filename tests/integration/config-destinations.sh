@@ -81,7 +81,7 @@ good() {
 	chmod 0600 "$2"
 	run_t "$2"
 	check_eq "$1: exit status" 0 "$RC"
-	check_eq "$1: output" "outboxd: $2: configuration OK" "$OUT"
+	check_eq "$1: output" "outboxd: $2: configuration OK" "$(head -n 1 <<<"$OUT")"
 }
 
 good "named only" "$BASE"
@@ -121,7 +121,7 @@ RC=0
 OUT=$(AWS_REGION=eu-west-1 AWS_ACCESS_KEY_ID=AKIDENV AWS_SECRET_ACCESS_KEY="$AWS_SECRET" \
 	timeout 20 "$OUTBOXD" -t -c "$T_DIR/etc-on.conf" 2>&1) || RC=$?
 check_eq "etc/outbox.conf with its destinations on: exit status" 0 "$RC"
-check_eq "etc/outbox.conf with its destinations on: output" "outboxd: $T_DIR/etc-on.conf: configuration OK" "$OUT"
+check_eq "etc/outbox.conf with its destinations on: output" "outboxd: $T_DIR/etc-on.conf: configuration OK" "$(head -n 1 <<<"$OUT")"
 
 # ---- 2. each mistake, with its line ----------------------------------------
 # bad NAME LINE MESSAGE SED... -- BASE with the sed expressions applied is

@@ -59,10 +59,11 @@ invoice_row() {
 }
 metric_at_least() { scrape "$M.now" && [ "$(delta "$M.0" "$M.now" "$1")" -ge "$2" ]; }
 all_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")" = 0 ]; }
-# consumer lines at info or above (logfmt), without the start-up line
+# consumer lines at info or above (logfmt), without the start-up lines
+# (what it consumes, where its AWS credentials come from)
 consumer_lines() {
 	grep -E '^time=[^ ]+ level=(info|warn|error) role=consumer' "$OUTBOXD_LOG" |
-		grep -v 'msg="consuming ' || true
+		grep -v -e 'msg="consuming ' -e 'msg="AWS credentials from ' || true
 }
 count_lines() { consumer_lines | grep -cF -- "$1" || true; }
 
