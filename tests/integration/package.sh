@@ -182,10 +182,10 @@ aws_env=(AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=AKIDPACKAGETEST AWS_SECRET_ACCES
 out=$(setpriv --reuid outboxd --regid outboxd --init-groups \
 	env "${aws_env[@]}" /usr/sbin/outboxd -t -c /etc/outbox.conf 2>&1) && rc=0 || rc=$?
 check_eq "outboxd -t -c /etc/outbox.conf as user outboxd (shipped file)" \
-	"0 outboxd: /etc/outbox.conf: configuration OK" "$rc $out"
+	"0 outboxd: /etc/outbox.conf: configuration OK" "$rc $(head -n 1 <<<"$out")"
 out=$(runuser -u outboxd -- env "${aws_env[@]}" /usr/sbin/outboxd -t -c /etc/outbox.conf 2>&1) && rc=0 || rc=$?
 check_eq "runuser -u outboxd -- outboxd -t -c /etc/outbox.conf" \
-	"0 outboxd: /etc/outbox.conf: configuration OK" "$rc $out"
+	"0 outboxd: /etc/outbox.conf: configuration OK" "$rc $(head -n 1 <<<"$out")"
 out=$(runuser -u nobody -- env "${aws_env[@]}" /usr/sbin/outboxd -t -c /etc/outbox.conf 2>&1) && rc=0 || rc=$?
 check "a user outside group outboxd cannot read it (exit 78, permission denied)" \
 	test "$rc" = 78 -a -n "$(grep -i 'permission denied' <<<"$out")"
@@ -198,7 +198,7 @@ outbox_conf_write "$T_DIR/site.conf"
 cat "$T_DIR/site.conf" >/etc/outbox.conf
 check "/etc/outbox.conf still 0640 root outboxd after editing" mode_is /etc/outbox.conf "640 root outboxd"
 out=$(runuser -u outboxd -- /usr/sbin/outboxd -t -c /etc/outbox.conf 2>&1) && rc=0 || rc=$?
-check_eq "outboxd -t as user outboxd (site configuration)" "0 outboxd: /etc/outbox.conf: configuration OK" "$rc $out"
+check_eq "outboxd -t as user outboxd (site configuration)" "0 outboxd: /etc/outbox.conf: configuration OK" "$rc $(head -n 1 <<<"$out")"
 
 OUTBOXD_PIDFILE=$T_DIR/installed.pid
 OUTBOXD_LOG=$T_DIR/installed.log
