@@ -95,6 +95,19 @@ gcp_sa_key_clear(struct gcp_sa_key *k)
 	memset(k, 0, sizeof(*k));
 }
 
+/* Google's key files are never encrypted; without this callback
+ * OpenSSL would ask for a pass phrase on the terminal, blocking the
+ * loop. */
+static int
+gcp_no_passphrase(char *buf, int size, int rwflag, void *arg)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	(void)arg;
+	return -1;
+}
+
 int
 gcp_sa_key_parse(const char *json, size_t len, struct gcp_sa_key *k,
     char *err, size_t errlen)
@@ -122,10 +135,13 @@ gcp_sa_key_parse(const char *json, size_t len, struct gcp_sa_key *k,
 	else if (!cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(root,
 	    "private_key")))
 		why = "no private_key";
+	else if (strstr(v->valuestring, "ENCRYPTED") != NULL)
+		why = "private_key is encrypted (Google's key files never are)";
 	else if ((bio = BIO_new_mem_buf(v->valuestring, -1)) == NULL)
 		why = "out of memory";
 	else {
-		k->pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+		k->pkey = PEM_read_bio_PrivateKey(bio, NULL,
+		    gcp_no_passphrase, NULL);
 		BIO_free(bio);
 		if (k->pkey == NULL)
 			why = "private_key is not a PEM private key";
