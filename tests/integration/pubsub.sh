@@ -13,7 +13,8 @@
 #   3. A missing topic: its rows failed with Google's NOT_FOUND message,
 #      the other destinations unaffected; redrive after the topic exists
 #      delivers them.
-#   4. The metadata server (no key file): events delivered.
+#   4. The metadata server (no key file): events delivered; an idle
+#      relay's token is renewed by its timer, before any publish needs it.
 #   5. PUBSUB_EMULATOR_HOST: delivered without an Authorization header.
 # Neither key nor token appears in outboxd's log.
 . "$(dirname "$0")/../lib/common.sh"
@@ -169,6 +170,17 @@ _meta() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.meta' AND
 wait_until 15 "sent with a metadata-server token" _meta || true
 check_eq "sent with a metadata-server token" 1 "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.meta' AND status = 'sent'")"
 check "its request carried a bearer token" test "$(jq -r 'select(.status == 200) | .auth' "$REC" | head -1 | cut -c1-7)" = "Bearer "
+# Idle for 6 s, most of an 8 s token's life: the relay's timer fetches
+# the next token without a publish; the next row is sent.
+tok0=$(jq .tokens "$T_DIR/pubsub.stats")
+sleep 6
+check "a token was fetched while the relay was idle" test "$(jq .tokens "$T_DIR/pubsub.stats")" -gt "$tok0"
+sql "INSERT INTO outbox (event_type, ordering_key, payload, destination) VALUES ('ps.meta', 'm', '{\"m\": 2}', 'audit')"
+_meta2() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.meta' AND status = 'sent'")" = 2 ]; }
+wait_until 15 "sent after the idle spell" _meta2 || true
+check_eq "requests refused (401) around the idle spell" 0 "$(jq -s '[.[] | select(.status == 401)] | length' "$REC")"
+check_eq "rows sent with metadata-server tokens, after the idle spell too" 2 \
+	"$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.meta' AND status = 'sent'")"
 outboxd_stop
 unset GCE_METADATA_HOST
 
