@@ -594,7 +594,8 @@ typedef void	 gcp_token_cb(const char *token, const char *error,
  * signed JWT exchanged at its token_uri), else the metadata server
  * (GCE_METADATA_HOST or metadata.google.internal, Metadata-Flavor:
  * Google).  One per process, refreshed over hc before it expires while
- * the cached one still serves.  Returns 1 with a usable token in *token
+ * the cached one still serves, by a timer on hc's loop when no publish
+ * comes first (so an idle relay keeps a fresh one).  Returns 1 with a usable token in *token
  * (valid until control returns to the loop), or 0 when none is usable
  * yet: cb runs once, later, with one or with why not (arg is then the
  * caller's again); if httpc_free() aborts the fetch first, cb never runs
@@ -607,6 +608,9 @@ int		 gcp_auth_token(struct httpc *hc, long timeout,
 /* Pub/Sub refused token (401): forget it, so that the next call fetches
  * a new one. */
 void		 gcp_auth_reject(const char *token);
+/* Forget the process's token, key and refresh timer; call after
+ * httpc_free() and before the caller's event_base_free(). */
+void		 gcp_auth_stop(void);
 
 /*
  * A destination's sink = "pubsub": up to 10 messages with one

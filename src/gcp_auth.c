@@ -11,7 +11,9 @@
  * the caller's httpc so that the loop never waits.  A token is refreshed
  * while it still serves, well before it expires, as google-auth does
  * (it refreshes 3 min 45 s early; a short-lived token early by half its
- * life); publishes wait for a token only when none is usable.
+ * life); publishes wait for a token only when none is usable.  A timer
+ * does the early refresh of an idle relay too, so that its first
+ * publish after a long quiet spell finds a fresh token.
  *
  * No key, assertion or token is ever logged or put in an error: the
  * errors name the file and the endpoint only.
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <event2/event.h>
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -41,6 +44,7 @@
 #define GCP_REFRESH_EARLY_MS	(225 * 1000L)	/* google-auth's threshold */
 #define GCP_STALE_MS		(30 * 1000L)	/* not sent closer to expiry */
 #define GCP_RETRY_MS		1000L	/* after a failed early refresh */
+#define GCP_TIMER_RETRY_MS	(5 * 1000L)	/* the timer's, idle */
 #define GCP_TOKEN_MAX		4096	/* bytes of an access token */
 
 struct gcp_waiter {
@@ -63,6 +67,9 @@ static struct gcp_auth {
 	int64_t			 retry_ms;	/* monotonic: early refresh */
 	int			 fetching;
 	struct gcp_waiter	*waiters;
+	struct httpc		*hc;		/* the last caller's */
+	long			 timeout;	/* its ms for a fetch */
+	struct event		*timer;		/* early refresh when idle */
 } ga;
 
 /* A key file that cannot be read fails every call: one line a while. */
@@ -95,6 +102,19 @@ gcp_sa_key_clear(struct gcp_sa_key *k)
 	memset(k, 0, sizeof(*k));
 }
 
+/* Google's key files are never encrypted; without this callback
+ * OpenSSL would ask for a pass phrase on the terminal, blocking the
+ * loop. */
+static int
+gcp_no_passphrase(char *buf, int size, int rwflag, void *arg)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	(void)arg;
+	return -1;
+}
+
 int
 gcp_sa_key_parse(const char *json, size_t len, struct gcp_sa_key *k,
     char *err, size_t errlen)
@@ -122,10 +142,13 @@ gcp_sa_key_parse(const char *json, size_t len, struct gcp_sa_key *k,
 	else if (!cJSON_IsString(v = cJSON_GetObjectItemCaseSensitive(root,
 	    "private_key")))
 		why = "no private_key";
+	else if (strstr(v->valuestring, "ENCRYPTED") != NULL)
+		why = "private_key is encrypted (Google's key files never are)";
 	else if ((bio = BIO_new_mem_buf(v->valuestring, -1)) == NULL)
 		why = "out of memory";
 	else {
-		k->pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+		k->pkey = PEM_read_bio_PrivateKey(bio, NULL,
+		    gcp_no_passphrase, NULL);
 		BIO_free(bio);
 		if (k->pkey == NULL)
 			why = "private_key is not a PEM private key";
@@ -383,6 +406,46 @@ gcp_auth_load(char *err, size_t errlen)
 	return 0;
 }
 
+static int	gcp_auth_fetch(struct httpc *, long, char *, size_t);
+static void	gcp_auth_arm(int64_t);
+
+/* The timer: fetch the next token while this one serves, as a publish
+ * would, if none is coming; a token gone stale waits for a publish. */
+static void
+gcp_auth_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	char	err[300];
+
+	(void)fd;
+	(void)what;
+	(void)arg;
+	if (ga.fetching || ga.token == NULL || ga.hc == NULL)
+		return;
+	if (gcp_auth_fetch(ga.hc, ga.timeout, err, sizeof(err)) == -1) {
+		log_limited(&gcp_load_limit, LOG_LEVEL_WARN, "%s", err);
+		ga.retry_ms = gcp_now_ms() + GCP_RETRY_MS;
+		if (gcp_now_ms() + GCP_TIMER_RETRY_MS < ga.stale_ms)
+			gcp_auth_arm(gcp_now_ms() + GCP_TIMER_RETRY_MS);
+	}
+}
+
+/* Run the timer at at_ms (monotonic), on the caller's loop. */
+static void
+gcp_auth_arm(int64_t at_ms)
+{
+	struct timeval	tv;
+	int64_t		d = at_ms - gcp_now_ms();
+
+	if (ga.hc == NULL || (ga.timer == NULL && (ga.timer =
+	    evtimer_new(httpc_base(ga.hc), gcp_auth_timer_cb, NULL)) == NULL))
+		return;		/* the next publish refreshes instead */
+	if (d < 0)
+		d = 0;
+	tv.tv_sec = (time_t)(d / 1000);
+	tv.tv_usec = (suseconds_t)(d % 1000 * 1000);
+	evtimer_add(ga.timer, &tv);
+}
+
 /* Tell every waiter (a new list may grow meanwhile: they publish). */
 static void
 gcp_auth_wake(const char *token, const char *error, int reason)
@@ -423,6 +486,7 @@ gcp_auth_fetched(const struct httpc_response *res, void *arg)
 		ga.stale_ms = now + life - stale;
 		log_debug("Google access token for %ld s from the %s",
 		    life / 1000, what);
+		gcp_auth_arm(ga.refresh_ms);
 		gcp_auth_wake(ga.token, NULL, 0);
 		return;
 	}
@@ -440,6 +504,10 @@ gcp_auth_fetched(const struct httpc_response *res, void *arg)
 		    SINK_REASON_CLIENT;
 	}
 	ga.retry_ms = now + GCP_RETRY_MS;
+	/* An early refresh failed: the timer tries again while the token
+	 * serves (the next publish may come first). */
+	if (ga.token != NULL && now + GCP_TIMER_RETRY_MS < ga.stale_ms)
+		gcp_auth_arm(now + GCP_TIMER_RETRY_MS);
 	gcp_auth_wake(NULL, err, reason);
 }
 
@@ -531,6 +599,14 @@ gcp_auth_token(struct httpc *hc, long timeout, const char **token,
 		    "%s", err);
 		return -1;
 	}
+	if (ga.hc != hc) {
+		/* The timer runs on this caller's loop. */
+		if (ga.timer != NULL)
+			event_free(ga.timer);
+		ga.timer = NULL;
+		ga.hc = hc;
+	}
+	ga.timeout = timeout;
 	if (ga.token != NULL && now < ga.stale_ms) {
 		/* Early: fetch the next one while this one serves. */
 		if (now >= ga.refresh_ms && !ga.fetching && now >= ga.retry_ms &&
@@ -551,6 +627,20 @@ gcp_auth_token(struct httpc *hc, long timeout, const char **token,
 		;
 	*tail = w;
 	return 0;
+}
+
+void
+gcp_auth_stop(void)
+{
+	if (ga.pid != getpid())
+		return;		/* nothing of this process's */
+	if (ga.timer != NULL)
+		event_free(ga.timer);
+	gcp_forget_token();
+	gcp_sa_key_clear(&ga.key);
+	free(ga.metadata_url);
+	gcp_auth_aborted(NULL);		/* waiters httpc_free() left */
+	memset(&ga, 0, sizeof(ga));
 }
 
 void

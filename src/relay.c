@@ -359,6 +359,7 @@ relay_main(struct conf *conf, int index)
 	 * waiting after a forced exit. */
 	httpc_free(r.httpc);
 	creds_stop();
+	gcp_auth_stop();		/* its refresh timer is on r.base */
 	relay_sink_free(&r);
 	event_base_free(r.base);
 	log_info("stopped");

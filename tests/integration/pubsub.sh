@@ -2,17 +2,19 @@
 # pubsub.sh -- destinations of sink = "pubsub", against a strict loopback
 # stand-in for Google Cloud Pub/Sub, its token endpoint and the metadata
 # server (tests/lib/pubsub-standin.py; no emulator is installable here).
-#   1. A service-account key made with openssl now; tokens of 20 s.  300
-#      events to two Pub/Sub topics (one with ordering) and the SQS queue
-#      at once, with headers: each in its place once, data and attributes
-#      byte-identical, per-key order on the ordering topic, orderingKey
-#      only there; the load spans token expiries: no request refused.
-#   2. 500, then 429, then UNAVAILABLE for ~20 s: retried, each row
-#      delivered once.
+#   1. A service-account key made with openssl now; tokens of 8 s.  300
+#      events over ~15 s to two Pub/Sub topics (one with ordering) and the
+#      SQS queue at once, with headers: each in its place once, data (SQS:
+#      body) and attributes byte-identical on all three, per-key order on
+#      the ordering topic, orderingKey only there; the load spans token
+#      expiries: no request refused.
+#   2. 500, then 429, then UNAVAILABLE for ~20 s: retried, and per row:
+#      sent, tried more than once, accepted by the stand-in exactly once.
 #   3. A missing topic: its rows failed with Google's NOT_FOUND message,
 #      the other destinations unaffected; redrive after the topic exists
 #      delivers them.
-#   4. The metadata server (no key file): events delivered.
+#   4. The metadata server (no key file): events delivered; an idle
+#      relay's token is renewed by its timer, before any publish needs it.
 #   5. PUBSUB_EMULATOR_HOST: delivered without an Authorization header.
 # Neither key nor token appears in outboxd's log.
 . "$(dirname "$0")/../lib/common.sh"
@@ -29,7 +31,7 @@ openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$T_DIR/sa.pem
 openssl pkey -in "$T_DIR/sa.pem" -pubout -out "$T_DIR/sa.pub" || die "openssl pkey failed"
 REC=$T_DIR/pubsub.jsonl
 proxy_start pubsub pubsub-standin.py --record "$REC" --pubkey "$T_DIR/sa.pub" \
-	--client-email "$EMAIL" --token-ttl 20 --topic test-proj/orders --topic test-proj/audit
+	--client-email "$EMAIL" --token-ttl 8 --topic test-proj/orders --topic test-proj/audit
 PS=http://127.0.0.1:$PROXY_PORT
 jq -n --arg k "$(cat "$T_DIR/sa.pem")" --arg e "$EMAIL" --arg u "$PS/token" \
 	'{type:"service_account", project_id:"test-proj", private_key_id:"k1",
@@ -67,16 +69,16 @@ export GOOGLE_APPLICATION_CREDENTIALS=$T_DIR/sa.json
 unset PUBSUB_EMULATOR_HOST GCE_METADATA_HOST
 outboxd_start "$T_DIR/outbox.conf"
 
-# 1. 300 rows over ~30 s: 100 per destination, keys k0..k9, headers.
-say "writing 300 rows over ~30 s"
+# 1. 300 rows over ~15 s: 100 per destination, keys k0..k9, headers.
+say "writing 300 rows over ~15 s"
 {
 	for i in $(seq 1 100); do
 		k=$((i % 10))
 		printf "BEGIN;\n"
 		printf "INSERT INTO outbox (event_type, ordering_key, payload, destination, headers) VALUES ('ps.event', 'k%d', '{\"seq\": %d, \"s\": \"\\u00e9\"}', 'orders', '{\"tenant\": \"t%d\", \"trace-id\": \"o-%d\"}');\n" "$k" "$i" "$k" "$i"
-		printf "INSERT INTO outbox (event_type, ordering_key, payload, destination, headers) VALUES ('ps.audit', 'a%d', '{\"seq\": %d}', 'audit', '{\"who\": \"w %d\"}');\n" "$k" "$i" "$i"
-		printf "INSERT INTO outbox (event_type, ordering_key, payload, headers) VALUES ('ps.sqs', 'q%d', '{\"seq\": %d}', '{\"src\": \"q\"}');\n" "$k" "$i"
-		printf "COMMIT;\nSELECT pg_sleep(0.3);\n"
+		printf "INSERT INTO outbox (event_type, ordering_key, payload, destination, headers) VALUES ('ps.audit', 'a%d', '{\"seq\": %d}', 'audit', '{\"who\": \"w\\u00e9 %d\", \"note\": \"x=1; y=\\\\\\\"2\\\\\\\"\"}');\n" "$k" "$i" "$i"
+		printf "INSERT INTO outbox (event_type, ordering_key, payload, headers) VALUES ('ps.sqs', 'q%d', '{\"seq\": %d}', '{\"src\": \"q\", \"trace-id\": \"q-%d\\u00e9\"}');\n" "$k" "$i" "$i"
+		printf "COMMIT;\nSELECT pg_sleep(0.15);\n"
 	done
 } >"$T_DIR/writer.sql"
 psql -X -v ON_ERROR_STOP=1 -qAt -f "$T_DIR/writer.sql" >"$T_DIR/writer.out" 2>&1 || die "writer failed"
@@ -84,21 +86,35 @@ _sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")" = "$1" 
 wait_until 30 "300 rows sent" _sent 300 || true
 check_eq "rows sent" 300 "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")"
 check_eq "publish requests refused (401)" 0 "$(jq -s '[.[] | select(.status == 401)] | length' "$REC")"
-check "tokens were fetched again as they expired (>= 2)" \
-	test "$(jq .tokens "$T_DIR/pubsub.stats")" -ge 2
+check "tokens were fetched again as they expired (>= 3)" \
+	test "$(jq .tokens "$T_DIR/pubsub.stats")" -ge 3
 check_eq "orders topic: messages" 100 "$(jq -s '[.[] | select(.topic == "test-proj/orders") | .messages[]] | length' "$REC")"
 check_eq "audit topic: messages" 100 "$(jq -s '[.[] | select(.topic == "test-proj/audit") | .messages[]] | length' "$REC")"
-# data and attributes against the rows, byte for byte
-sql "SELECT json_build_object('d', encode(convert_to(payload::text, 'UTF8'), 'base64'), 'a', headers::jsonb || jsonb_build_object('EventType', event_type), 'k', ordering_key)
-	FROM outbox WHERE destination = 'orders' ORDER BY id" | jq -cS '{d: (.d | gsub("\n"; "")), a, k}' | sort >"$T_DIR/want-orders"
-jq -cS '.messages[] | select(.attributes.EventType == "ps.event") | {d: .data, a: .attributes, k: .orderingKey}' "$REC" | sort >"$T_DIR/got-orders"
+# data, attributes and orderingKey (null where none is sent) of a
+# topic's messages against its rows, byte for byte: _want DEST KEYED
+_want() {
+	sql "SELECT json_build_object('d', encode(convert_to(payload::text, 'UTF8'), 'base64'), 'a', headers::jsonb || jsonb_build_object('EventType', event_type), 'k', CASE WHEN $2 THEN ordering_key END)
+		FROM outbox WHERE destination = '$1' ORDER BY id" | jq -cS '{d: (.d | gsub("\n"; "")), a, k}' | sort
+}
+_got() {
+	jq -cS --arg t "test-proj/$1" 'select(.topic == $t) | .messages[] | {d: .data, a: .attributes, k: .orderingKey}' "$REC" | sort
+}
+_want orders true >"$T_DIR/want-orders"
+_got orders >"$T_DIR/got-orders"
 check "orders: data, attributes and orderingKey as the rows have them" cmp -s "$T_DIR/want-orders" "$T_DIR/got-orders"
-check_eq "audit: no orderingKey" 0 "$(jq -s '[.[] | select(.topic == "test-proj/audit") | .messages[] | select(has("orderingKey"))] | length' "$REC")"
+_want audit false >"$T_DIR/want-audit"
+_got audit >"$T_DIR/got-audit"
+check "audit: data and attributes as the rows have them, no orderingKey" cmp -s "$T_DIR/want-audit" "$T_DIR/got-audit"
 jq -r '.messages[] | select(.orderingKey != null) | "\(.orderingKey) \(.data | @base64d | fromjson | .seq)"' "$REC" >"$T_DIR/order-seq"
 inv=$(awk '{ if (($1 in last) && $2 < last[$1]) n++; last[$1] = $2 } END { print n + 0 }' "$T_DIR/order-seq")
 check_eq "per-key order inversions on the ordering topic" 0 "$inv"
 sqs_take "$QUEUE_URL" 100 "$T_DIR/q.jsonl"
 check_eq "SQS: messages" 100 "$(wc -l <"$T_DIR/q.jsonl")"
+sql "SELECT json_build_object('b', payload::text, 'a', headers::jsonb || jsonb_build_object('EventType', event_type))
+	FROM outbox WHERE destination IS NULL ORDER BY id" | jq -cS . | sort >"$T_DIR/want-sqs"
+jq -cS '{b: .Body, a: (.MessageAttributes | map_values(if .DataType == "String" then .StringValue else "not String: \(.DataType)" end))}' \
+	"$T_DIR/q.jsonl" | sort >"$T_DIR/got-sqs"
+check "SQS: bodies and String attributes as the rows have them" cmp -s "$T_DIR/want-sqs" "$T_DIR/got-sqs"
 
 # 2. ~20 s of failures: 500, 429, UNAVAILABLE.
 sql "DELETE FROM outbox"
@@ -106,15 +122,22 @@ sql "DELETE FROM outbox"
 for mode in 500 429 UNAVAILABLE; do
 	curl -fsS -o /dev/null -X POST "$PS/__control" --data-binary "{\"fail\": {\"mode\": \"$mode\", \"seconds\": 7}}"
 	sql "INSERT INTO outbox (event_type, ordering_key, payload, destination)
-		SELECT 'ps.fault', 'f' || i, json_build_object('mode', '$mode', 'n', i), 'orders' FROM generate_series(1, 10) i"
+		SELECT 'ps.fault', 'f-$mode-' || i, json_build_object('mode', '$mode', 'n', i), 'orders' FROM generate_series(1, 10) i"
 	sleep 7
 done
 wait_until 20 "30 rows sent after the failures" _sent 30 || true
 check_eq "rows sent after 500/429/UNAVAILABLE" 30 "$(sql "SELECT count(*) FROM outbox WHERE status = 'sent'")"
 check "requests were refused meanwhile (500, 429, 503)" \
 	test "$(jq -s '[.[] | select(.status == 500 or .status == 429 or .status == 503)] | length' "$REC")" -ge 3
-check_eq "messages accepted (each once)" 30 "$(jq -s '[.[] | .messages[]] | length' "$REC")"
-check_eq "distinct payloads accepted" 30 "$(jq -r '.messages[].data' "$REC" | sort -u | wc -l)"
+check_eq "messages accepted" 30 "$(jq -s '[.[] | .messages[]] | length' "$REC")"
+# Per row: sent, tried more than once (the outage refused its first
+# try), and its data accepted exactly once.
+jq -r '.messages[].data' "$REC" | sort | uniq -c >"$T_DIR/accepted"
+sql "SELECT id, status, attempts, encode(convert_to(payload::text, 'UTF8'), 'base64') FROM outbox ORDER BY id" |
+	awk -F'|' 'NR == FNR { n[$2] = $1; next }
+		{ if ($2 != "sent" || $3 < 2 || n[$4] != 1) { bad++; print "row " $1 ": " $2 ", " $3 " attempts, accepted " n[$4] + 0 " times" } }
+		END { print bad + 0 }' <(awk '{ print $1 "|" $2 }' "$T_DIR/accepted") - >"$T_DIR/once"
+check_eq "rows not sent, not retried or not accepted exactly once" 0 "$(tail -n 1 "$T_DIR/once")"
 
 # 3. A missing topic, then redrive.
 sql "INSERT INTO outbox (event_type, ordering_key, payload, destination)
@@ -147,6 +170,17 @@ _meta() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.meta' AND
 wait_until 15 "sent with a metadata-server token" _meta || true
 check_eq "sent with a metadata-server token" 1 "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.meta' AND status = 'sent'")"
 check "its request carried a bearer token" test "$(jq -r 'select(.status == 200) | .auth' "$REC" | head -1 | cut -c1-7)" = "Bearer "
+# Idle for 6 s, most of an 8 s token's life: the relay's timer fetches
+# the next token without a publish; the next row is sent.
+tok0=$(jq .tokens "$T_DIR/pubsub.stats")
+sleep 6
+check "a token was fetched while the relay was idle" test "$(jq .tokens "$T_DIR/pubsub.stats")" -gt "$tok0"
+sql "INSERT INTO outbox (event_type, ordering_key, payload, destination) VALUES ('ps.meta', 'm', '{\"m\": 2}', 'audit')"
+_meta2() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.meta' AND status = 'sent'")" = 2 ]; }
+wait_until 15 "sent after the idle spell" _meta2 || true
+check_eq "requests refused (401) around the idle spell" 0 "$(jq -s '[.[] | select(.status == 401)] | length' "$REC")"
+check_eq "rows sent with metadata-server tokens, after the idle spell too" 2 \
+	"$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.meta' AND status = 'sent'")"
 outboxd_stop
 unset GCE_METADATA_HOST
 

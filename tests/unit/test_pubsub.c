@@ -320,6 +320,14 @@ test_jwt(void **state)
 	    "\"client_email\":\"a@b\",\"private_key\":\"SECRETKEY\"}"), &k,
 	    err, sizeof(err)), -1);
 	assert_null(strstr(err, "SECRETKEY"));
+	/* An encrypted key is refused without asking for a pass phrase
+	 * (OpenSSL's default would prompt on the terminal). */
+	assert_int_equal(gcp_sa_key_parse(LIT("{\"type\":\"service_account\","
+	    "\"client_email\":\"a@b\",\"private_key\":\"-----BEGIN ENCRYPTED "
+	    "PRIVATE KEY-----\\nMIIBvTBXBgkqhkiG9w0BBQ0wSjApBgkqhkiG9w0BBQww"
+	    "\\n-----END ENCRYPTED PRIVATE KEY-----\\n\"}"), &k, err,
+	    sizeof(err)), -1);
+	assert_non_null(strstr(err, "encrypted"));
 }
 
 static void
