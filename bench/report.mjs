@@ -118,6 +118,12 @@ for (const n of [1, 4]) {
   const p = stat(rr, {}, "events_per_s");
   row("B2 drain", `events/s → SQS, ${n} relay${n > 1 ? "s" : ""}: outboxd vs reference-node relay (30 s cap)`, fmt(e), fmt(p), rfmt(ratio(val(e), val(p))), "(info)", null, { key: `b2_sqs_${n}_vs_ref`, value: val(e), peer_value: val(p) });
 }
+{
+  const e = stat(ob, { bench: "b2", label: "pubsub", relays: 1 }, "events_per_s");
+  const single = stat(ob, { bench: "b2", label: "sqs", relays: 1 }, "events_per_s");
+  if (val(e) != null)
+    row("B2 drain", "events/s, 20,000 rows → the Pub/Sub stand-in (Python, emulator mode), 1 relay vs SQS (fauxqs)", fmt(e), fmt(single), rfmt(ratio(val(e), val(single))), "(info)", null, { key: "b2_pubsub_1", value: val(e), peer_value: val(single) });
+}
 // Routing (issue 26): the same 20,000 rows spread over three destinations, against the
 // single-destination SQS drain of the same run.
 for (const n of [1, 4]) {

@@ -256,6 +256,25 @@ if want b2; then
   # default), an SNS topic with no subscriber, the nginx 204 sink.
   OB_SNS_TOPIC=$(/usr/bin/python3 "$ROOT/tests/lib/sns-setup.py" --endpoint "$OB_SQS_ENDPOINT" \
     topic bench-events) || die "CreateTopic bench-events failed"
+  # To the Google Pub/Sub stand-in of the tests (no emulator can be
+  # installed here), in its emulator mode (PUBSUB_EMULATOR_HOST: no token):
+  # a Python server, so this measures it more than outboxd.
+  PS_RUN=$SCRATCH/run/pubsub; mkdir -p "$PS_RUN"
+  openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$PS_RUN/sa.key" 2>/dev/null &&
+    openssl pkey -in "$PS_RUN/sa.key" -pubout -out "$PS_RUN/sa.pub" || die "openssl genpkey failed"
+  PS_PORT=$("$ROOT/tests/lib/free-port" 1)
+  /usr/bin/python3 "$ROOT/tests/lib/pubsub-standin.py" --record /dev/null --pubkey "$PS_RUN/sa.pub" \
+    --client-email bench@bench.iam.gserviceaccount.com --emulator --topic bench/events \
+    --port "$PS_PORT" >"$PS_RUN/standin.log" 2>&1 &
+  PS_PID=$!
+  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$PS_PORT/__control" && break; sleep 0.1; done
+  for r in $(seq "$REPS"); do
+    say "outboxd: B2 drain to the Pub/Sub stand-in, 1 relay ($r/$REPS)"
+    ob_do impl_reset >/dev/null
+    ob env OB_SINK=pubsub PUBSUB_EMULATOR_HOST=127.0.0.1:$PS_PORT LABEL=pubsub B2_RELAYS=1 \
+      B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
+  done
+  kill "$PS_PID" 2>/dev/null || true
   for rel in 1 4; do
     for r in $(seq "$REPS"); do
       say "outboxd: B2 drain to sqs + sns + http, $rel relay(s) ($r/$REPS)"

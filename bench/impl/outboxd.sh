@@ -20,6 +20,8 @@
 #   OB_DB_CONNECTIONS   http.db_connections                   (unset: default 1)
 #   OB_SINK             sqs | http | multi                    (sqs)
 #   OB_SINK_URL OB_WEBHOOK_SECRET   for OB_SINK=http and multi
+#   OB_SINK=pubsub      every row to a Pub/Sub destination (project "bench", topic
+#                       "events") at PUBSUB_EMULATOR_HOST, the default
 #   OB_SNS_TOPIC        the SNS topic ARN for OB_SINK=multi: B2's rows go in turn to the
 #                       queue (the default destination), the topic ("topic") and the
 #                       HTTP sink ("hook")
@@ -104,8 +106,19 @@ _ob_conf() { # FILE HTTP RELAYS CONSUMERS
     [ -n "${OB_POLL_INTERVAL:-}" ] && echo "  poll_interval = $OB_POLL_INTERVAL"
     if [ "${OB_WAKE:-self}" = off ]; then echo "  handoff = false"
     elif [ -n "${OB_HANDOFF:-}" ]; then echo "  handoff = $OB_HANDOFF"; fi
-    [ "$sink" = multi ] || echo "  sink = \"$sink\""
+    case $sink in
+    multi) ;;
+    pubsub) echo "  default_destination = \"events\"" ;;
+    *) echo "  sink = \"$sink\"" ;;
+    esac
     echo "}"
+    if [ "$sink" = pubsub ]; then
+      echo "destination events {"
+      echo "  sink = \"pubsub\""
+      echo "  project = \"bench\""
+      echo "  topic = \"events\""
+      echo "}"
+    fi
     if [ "$sink" = multi ]; then
       echo "sns { endpoint_url = \"$OB_SQS_ENDPOINT\" }"
       echo "destination topic {"
