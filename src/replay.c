@@ -132,7 +132,10 @@ replay_days(int64_t y, int m, int d)
 /*
  * RFC 3339, section 5.6: full-date "T" full-time, where time-secfrac is
  * "." and digits and time-offset "Z" or +hh:mm / -hh:mm; "T" and "Z" in
- * either case (section 5.6's note).  Second 60 is a leap second.
+ * either case (section 5.6's note).  Second 60 is a leap second.  Of
+ * what RFC 3339 allows, PostgreSQL's timestamptz refuses the year 0000 and
+ * offsets beyond 15:59: refused here too, so that they are the client's
+ * 400 and not the database's error.
  */
 int
 replay_time_parse(const char *s, double *secs)
@@ -151,8 +154,8 @@ replay_time_parse(const char *s, double *secs)
 	    replay_digits(s + 14, 2, &mi) == -1 || s[16] != ':' ||
 	    replay_digits(s + 17, 2, &sec) == -1)
 		return 0;
-	if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 ||
-	    mi > 59 || sec > 60)
+	if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] ||
+	    h > 23 || mi > 59 || sec > 60)
 		return 0;
 	if (mo == 2 && d == 29 && !(y % 4 == 0 && (y % 100 != 0 ||
 	    y % 400 == 0)))
@@ -174,7 +177,7 @@ replay_time_parse(const char *s, double *secs)
 	else if (*p == '+' || *p == '-') {
 		sign = *p == '-' ? -1 : 1;
 		if (replay_digits(p + 1, 2, &oh) == -1 || p[3] != ':' ||
-		    replay_digits(p + 4, 2, &om) == -1 || oh > 23 || om > 59)
+		    replay_digits(p + 4, 2, &om) == -1 || oh > 15 || om > 59)
 			return 0;
 		p += 6;
 	} else
@@ -215,7 +218,8 @@ replay_filter_set(struct replay_filter *f, const struct conf *c,
 		if (!replay_time_parse(value, &t)) {
 			snprintf(err, errlen, "%s must be an RFC 3339 date-time "
 			    "such as 2026-01-02T03:04:05Z or "
-			    "2026-01-02T03:04:05.5+01:00", name);
+			    "2026-01-02T03:04:05.5+01:00 (year 0001 or later, "
+			    "offset within 15:59)", name);
 			return -1;
 		}
 	} else if (len == 0 || len > REPLAY_VALUE_MAX ||

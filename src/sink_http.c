@@ -466,13 +466,28 @@ sink_http_origin_len(const char *url)
 	return (int)(p - url + strcspn(p, "/?#"));
 }
 
-/* A webhook URL may carry a token in its path or query: only the scheme
- * and host may be logged. */
+/* A webhook URL may carry a token in its path or query, and a user and
+ * password before its host: only the host and port may be logged, with
+ * the scheme when nothing stands before the host. */
 static void
 sink_http_loggable(const struct sink_target *t, const char **text, int *len)
 {
-	*text = t->dest->url;
-	*len = sink_http_origin_len(t->dest->url);
+	const char	*url = t->dest->url, *host, *at;
+	int		 n = sink_http_origin_len(url);
+
+	host = strstr(url, "://");
+	host = host != NULL ? host + 3 : url;
+	at = memchr(host, '@', (size_t)(url + n - host));
+	if (at == NULL) {
+		*text = url;
+		*len = n;
+		return;
+	}
+	/* userinfo: from the last '@' of the authority on */
+	while ((host = memchr(at + 1, '@', (size_t)(url + n - at - 1))) != NULL)
+		at = host;
+	*text = at + 1;
+	*len = (int)(url + n - at - 1);
 }
 
 const struct sink sink_http = {

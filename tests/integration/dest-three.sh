@@ -37,10 +37,14 @@ destination fanout {
 }
 destination hooks {
 	sink = \"http\"
-	url = \"$WH/hooks\"
+	url = \"${WH/http:\/\//http://outboxd:URLPASSWORD@}/hooks?token=QUERYTOKEN\"
 	secret = \"$SECRET\"
 }" OB_CONSUMER_WORKERS=0 OB_POLL_INTERVAL=200 outbox_conf_write "$T_DIR/outbox.conf"
 outboxd_start "$T_DIR/outbox.conf"
+# A user and password in the webhook's URL are a credential: the start-up
+# line names the host only.
+check "the webhook destination's line names its host, not the URL's user and password" \
+	grep -q "msg=\"publishing to http ${WH#http://} (.*destination=hooks" "$OUTBOXD_LOG"
 
 # 60 transactions of 5 rows, destinations taken in turn so that every
 # transaction mixes them; NULL is the default destination (the queue of
@@ -127,4 +131,6 @@ check "traceparent survives on all $N rows, untouched" \
 	[ "$(cat "$T_DIR"/got-{direct,default,raw}.json "$T_DIR/got-hooks.json" |
 		jq -s '[.[][] | (.attrs // .headers).traceparent] | map(select(test("^00-[0-9a-f]{32}-[0-9a-f]{16}-01$"))) | length')" = $N ]
 
+check "no log line holds the URL's password or its query's token" \
+	bash -c "! grep -q -e URLPASSWORD -e QUERYTOKEN '$OUTBOXD_LOG'"
 outboxd_stop

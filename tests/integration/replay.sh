@@ -66,6 +66,15 @@ check "2: a time that is not RFC 3339: 400 naming the rule: $HTTP_BODY" \
 	jq_true '.error == "bad_request" and (.message | test("created_from must be an RFC 3339"))' "$HTTP_BODY"
 admin POST /outbox/replay --data-binary '{"created_from": "2026-02-30T00:00:00Z"}'
 check_eq "2: February 30th: 400" 400 "$HTTP_STATUS"
+# RFC 3339 allows these; PostgreSQL's timestamptz does not: still the
+# client's 400, never the database's 503.
+admin POST /outbox/replay --data-binary '{"event_type": "x", "sent_to": "0000-01-01T00:00:00Z"}'
+check_eq "2: the year 0000: 400" 400 "$HTTP_STATUS"
+admin POST /outbox/replay --data-binary '{"event_type": "x", "sent_to": "1969-12-31T23:59:59-23:59"}'
+check_eq "2: an offset of 23:59: 400" 400 "$HTTP_STATUS"
+rc=0
+ctl replay --event-type x --created-from 2026-01-01T00:00:00+20:00 --dry-run >/dev/null 2>"$T_DIR/ctl.err" || rc=$?
+check_eq "2: outboxctl replay with an offset of 20:00: exit 2" 2 "$rc"
 admin POST /outbox/replay --data-binary '{"type": "a.evt"}'
 check "2: an unknown filter: 400: $HTTP_BODY" jq_true '.message | test("unknown filter")' "$HTTP_BODY"
 admin POST /outbox/replay --data-binary '{"sent_from": "2026-01-02T00:00:00Z", "sent_to": "2026-01-01T00:00:00+01:00"}'
