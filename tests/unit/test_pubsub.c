@@ -239,8 +239,9 @@ sa_key_json(EVP_PKEY **pub)
 	cJSON_AddStringToObject(o, "type", "service_account");
 	cJSON_AddStringToObject(o, "client_email", "relay@p.iam.example");
 	cJSON_AddStringToObject(o, "private_key_id", "kid1");
-	cJSON_AddItemToObject(o, "private_key", cJSON_CreateString(
-	    strndup(pem, (size_t)n)));
+	pem = strndup(pem, (size_t)n);
+	cJSON_AddStringToObject(o, "private_key", pem);
+	free(pem);
 	cJSON_AddStringToObject(o, "token_uri", "http://127.0.0.1:1/token");
 	json = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
