@@ -264,7 +264,7 @@ if want b2; then
     openssl pkey -in "$PS_RUN/sa.key" -pubout -out "$PS_RUN/sa.pub" || die "openssl genpkey failed"
   PS_PORT=$("$ROOT/tests/lib/free-port" 1)
   /usr/bin/python3 "$ROOT/tests/lib/pubsub-standin.py" --record /dev/null --pubkey "$PS_RUN/sa.pub" \
-    --client-email bench@bench.iam.gserviceaccount.com --emulator --topic bench/events \
+    --client-email bench@bench.iam.gserviceaccount.com --emulator --topic bench-project/events \
     --port "$PS_PORT" >"$PS_RUN/standin.log" 2>&1 &
   PS_PID=$!
   for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$PS_PORT/__control" && break; sleep 0.1; done

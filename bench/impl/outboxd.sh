@@ -20,7 +20,7 @@
 #   OB_DB_CONNECTIONS   http.db_connections                   (unset: default 1)
 #   OB_SINK             sqs | http | multi                    (sqs)
 #   OB_SINK_URL OB_WEBHOOK_SECRET   for OB_SINK=http and multi
-#   OB_SINK=pubsub      every row to a Pub/Sub destination (project "bench", topic
+#   OB_SINK=pubsub      every row to a Pub/Sub destination (project "bench-project", topic
 #                       "events") at PUBSUB_EMULATOR_HOST, the default
 #   OB_SNS_TOPIC        the SNS topic ARN for OB_SINK=multi: B2's rows go in turn to the
 #                       queue (the default destination), the topic ("topic") and the
@@ -115,7 +115,7 @@ _ob_conf() { # FILE HTTP RELAYS CONSUMERS
     if [ "$sink" = pubsub ]; then
       echo "destination events {"
       echo "  sink = \"pubsub\""
-      echo "  project = \"bench\""
+      echo "  project = \"bench-project\""
       echo "  topic = \"events\""
       echo "}"
     fi
