@@ -32,7 +32,7 @@ conf_aws_strdup(const char *s)
  * endpoint may come up after outboxd, whose workers wait for them
  * (/readyz says so).  So only what can never work is refused here: a
  * source that is present but broken (half a key pair, a named profile
- * that does not exist, a container URL the SDKs refuse, STS), or no
+ * that does not exist, a container URL the SDKs refuse), or no
  * source at all, which needs AWS_EC2_METADATA_DISABLED=true.
  */
 static int
@@ -89,6 +89,10 @@ conf_aws_fill(struct cfg_t *cfg, struct conf *c)
 	c->aws.sns_endpoint = conf_endpoint(cfg_getstr(cfg_getsec(cfg, "sns"),
 	    "endpoint_url"), cfg_getstr(a, "endpoint_url"),
 	    "AWS_ENDPOINT_URL_SNS", "sns", c->aws.region);
+	/* STS, for the chain's role sources (creds_sts.c): the regional
+	 * endpoint, as the SDKs now default to. */
+	c->aws.sts_endpoint = conf_endpoint(NULL, cfg_getstr(a,
+	    "endpoint_url"), "AWS_ENDPOINT_URL_STS", "sts", c->aws.region);
 }
 
 int
@@ -126,6 +130,7 @@ conf_aws_free(struct conf *c)
 	free(c->aws.sqs_endpoint);
 	free(c->aws.dynamodb_endpoint);
 	free(c->aws.sns_endpoint);
+	free(c->aws.sts_endpoint);
 	free(c->aws.access_key_id);
 	free(c->aws.secret_access_key);
 	free(c->aws.session_token);

@@ -6,10 +6,12 @@
  *
  *   1. the aws section's access_key_id / secret_access_key / session_token
  *   2. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
- *   3. the shared files' profile (creds_profile.c): role_arn (STS, not
- *      yet), web_identity_token_file (STS, not yet), static keys,
- *      credential_process
- *   4. AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (STS, not yet)
+ *   3. the shared files' profile (creds_profile.c): role_arn with
+ *      source_profile (STS AssumeRole, creds_sts.c) or with
+ *      web_identity_token_file (STS AssumeRoleWithWebIdentity), static
+ *      keys, credential_process
+ *   4. AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (+ AWS_ROLE_SESSION_NAME):
+ *      STS AssumeRoleWithWebIdentity (EKS IRSA)
  *   5. container credentials: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or
  *      _FULL_URI with AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE)
  *   6. EC2 instance metadata, IMDSv2, unless AWS_EC2_METADATA_DISABLED
@@ -98,6 +100,12 @@ creds_plan_clear(struct creds_plan *p)
 	free(p->url);
 	free(p->auth_token_file);
 	free(p->role_arn);
+	free(p->session_name);
+	free(p->external_id);
+	free(p->token_file);
+	free(p->source_profile);
+	free(p->sts_endpoint);
+	free(p->region);
 	memset(p, 0, sizeof *p);
 }
 
@@ -212,8 +220,6 @@ int
 creds_plan_make(const struct conf *c, struct creds_plan *p, char *err,
     size_t errlen)
 {
-	const char	*sts = NULL;
-
 	memset(p, 0, sizeof *p);
 	err[0] = '\0';
 	if (creds_plan_keys(p, CREDS_CONF, c->aws.access_key_id,
@@ -232,24 +238,37 @@ creds_plan_make(const struct conf *c, struct creds_plan *p, char *err,
 	    creds_env("AWS_ROLE_ARN")) {
 		p->kind = CREDS_WEB_IDENTITY;
 		p->role_arn = creds_dup(creds_env("AWS_ROLE_ARN"));
+		p->token_file = creds_dup(creds_env(
+		    "AWS_WEB_IDENTITY_TOKEN_FILE"));
+		p->session_name = creds_env("AWS_ROLE_SESSION_NAME") != NULL ?
+		    creds_dup(creds_env("AWS_ROLE_SESSION_NAME")) :
+		    creds_sts_session_name();
+		if (p->role_arn == NULL || p->token_file == NULL ||
+		    p->session_name == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return (-1);
+		}
 	}
 	if (p->kind == CREDS_NONE && creds_plan_container(p, err,
 	    errlen) == -1)
 		return (-1);
 	if (p->kind == CREDS_NONE && creds_plan_imds(p, err, errlen) == -1)
 		return (-1);
-	/* Hooks for STS (AWS STS API: AssumeRole, AssumeRoleWithWeb
-	 * Identity): found in the chain, so never skipped silently. */
-	if (p->kind == CREDS_ASSUME_ROLE)
-		sts = "role_arn with source_profile (STS AssumeRole)";
-	else if (p->kind == CREDS_WEB_IDENTITY)
-		sts = "a web identity token (STS AssumeRoleWithWebIdentity)";
-	if (sts != NULL) {
-		snprintf(err, errlen, "the AWS credential chain found %s%s%s, "
-		    "which this outboxd does not support yet", sts,
-		    p->profile != NULL ? " in profile " : "",
-		    p->profile != NULL ? p->profile : "");
-		return (-1);
+	/* STS (AWS STS API: AssumeRole, AssumeRoleWithWebIdentity): at
+	 * the regional endpoint unless one is set, and signed (AssumeRole)
+	 * in the region. */
+	if (p->kind == CREDS_ASSUME_ROLE || p->kind == CREDS_WEB_IDENTITY) {
+		if (c->aws.sts_endpoint == NULL || c->aws.region == NULL) {
+			snprintf(err, errlen, "STS needs aws.region (or "
+			    "AWS_REGION) or an endpoint (AWS_ENDPOINT_URL_STS, "
+			    "aws.endpoint_url)");
+			return (-1);
+		}
+		if ((p->sts_endpoint = strdup(c->aws.sts_endpoint)) == NULL ||
+		    (p->region = strdup(c->aws.region)) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return (-1);
+		}
 	}
 	return (0);
 }
@@ -296,9 +315,17 @@ creds_plan_describe(const struct creds_plan *p, char *buf, size_t len)
 		snprintf(buf, len, "instance metadata (IMDSv2, %s)", p->url);
 		break;
 	case CREDS_ASSUME_ROLE:
+		snprintf(buf, len, "STS AssumeRole, role %s, source profile %s "
+		    "(%s), %s", p->role_arn, p->source_profile, p->path != NULL ?
+		    p->path : "?", p->sts_endpoint != NULL ? p->sts_endpoint :
+		    "?");
+		break;
 	case CREDS_WEB_IDENTITY:
-		snprintf(buf, len, "STS, role %s (not supported yet)",
-		    p->role_arn != NULL ? p->role_arn : "?");
+		snprintf(buf, len, "STS AssumeRoleWithWebIdentity, role %s, "
+		    "token file %s%s%s, %s", p->role_arn, p->token_file,
+		    p->profile != NULL ? ", profile " : "", p->profile != NULL ?
+		    p->profile : "", p->sts_endpoint != NULL ? p->sts_endpoint :
+		    "?");
 		break;
 	default:
 		snprintf(buf, len, "none");
@@ -405,7 +432,9 @@ static int
 creds_temporary(void)
 {
 	return (cs.plan.kind == CREDS_PROCESS ||
-	    cs.plan.kind == CREDS_CONTAINER || cs.plan.kind == CREDS_IMDS);
+	    cs.plan.kind == CREDS_CONTAINER || cs.plan.kind == CREDS_IMDS ||
+	    cs.plan.kind == CREDS_ASSUME_ROLE ||
+	    cs.plan.kind == CREDS_WEB_IDENTITY);
 }
 
 static int
@@ -524,6 +553,10 @@ creds_fetch(void)
 		break;
 	case CREDS_IMDS:
 		rv = creds_imds_fetch(cs.hc, &cs.plan, creds_done);
+		break;
+	case CREDS_ASSUME_ROLE:
+	case CREDS_WEB_IDENTITY:
+		rv = creds_sts_fetch(cs.hc, &cs.plan, creds_done);
 		break;
 	default:
 		break;

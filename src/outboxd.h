@@ -182,6 +182,7 @@ struct conf {
 		char	*sqs_endpoint;		/* base URL, no trailing '/' */
 		char	*dynamodb_endpoint;	/* base URL, no trailing '/' */
 		char	*sns_endpoint;		/* base URL, no trailing '/' */
+		char	*sts_endpoint;		/* base URL, no trailing '/' */
 		char	*access_key_id;
 		char	*secret_access_key;
 		char	*session_token;		/* NULL = none */
