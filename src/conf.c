@@ -385,6 +385,9 @@ static cfg_opt_t aws_opts[] = {
 	CFG_STR("secret_access_key", NULL, CFGF_NONE),
 	CFG_STR("session_token", NULL, CFGF_NONE),
 	CFG_STR("profile", NULL, CFGF_NONE),
+	CFG_STR("role_arn", NULL, CFGF_NONE),
+	CFG_STR("external_id", NULL, CFGF_NONE),
+	CFG_STR("role_session_name", NULL, CFGF_NONE),
 	CFG_END()
 };
 

@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,22 @@ static char *
 conf_aws_strdup(const char *s)
 {
 	return s != NULL && *s != '\0' ? strdup(s) : NULL;
+}
+
+/* s is min..max of letters, digits, '_' and the characters of extra:
+ * what STS takes in a RoleSessionName or ExternalId. */
+static int
+conf_aws_name_ok(const char *s, size_t min, size_t max, const char *extra)
+{
+	size_t	n = strlen(s), i;
+
+	if (n < min || n > max)
+		return (0);
+	for (i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '_' &&
+		    strchr(extra, s[i]) == NULL)
+			return (0);
+	return (1);
 }
 
 /*
@@ -80,6 +97,10 @@ conf_aws_fill(struct cfg_t *cfg, struct conf *c)
 	    cfg_getstr(a, "secret_access_key"), NULL, NULL));
 	c->aws.session_token = conf_aws_strdup(conf_pick(
 	    cfg_getstr(a, "session_token"), NULL, NULL));
+	c->aws.role_arn = conf_aws_strdup(cfg_getstr(a, "role_arn"));
+	c->aws.external_id = conf_aws_strdup(cfg_getstr(a, "external_id"));
+	c->aws.role_session_name = conf_aws_strdup(cfg_getstr(a,
+	    "role_session_name"));
 	c->aws.sqs_endpoint = conf_endpoint(cfg_getstr(q, "endpoint_url"),
 	    cfg_getstr(a, "endpoint_url"), "AWS_ENDPOINT_URL_SQS", "sqs",
 	    c->aws.region);
@@ -116,6 +137,21 @@ conf_aws_check(struct conf *c, char *err, size_t errlen)
 	else if (need_aws && c->aws.region == NULL)
 		v = "aws.region is not set and neither AWS_REGION nor "
 		    "AWS_DEFAULT_REGION is in the environment";
+	else if (c->aws.role_arn == NULL && (c->aws.external_id != NULL ||
+	    c->aws.role_session_name != NULL))
+		v = "aws.external_id and aws.role_session_name need "
+		    "aws.role_arn";
+	else if (c->aws.role_arn != NULL && strncmp(c->aws.role_arn, "arn:",
+	    4) != 0)
+		v = "aws.role_arn is not an ARN (arn:aws:iam::ACCOUNT:role/NAME)";
+	else if (c->aws.role_session_name != NULL &&
+	    !conf_aws_name_ok(c->aws.role_session_name, 2, 64, "+=,.@-"))
+		v = "aws.role_session_name must be 2 to 64 letters, digits or "
+		    "+=,.@-_ (STS)";
+	else if (c->aws.external_id != NULL &&
+	    !conf_aws_name_ok(c->aws.external_id, 2, 1224, "+=,.@:/-"))
+		v = "aws.external_id must be 2 to 1224 letters, digits or "
+		    "+=,.@:/-_ (STS)";
 	if (v != NULL) {
 		snprintf(err, errlen, "%s: %s", c->path, v);
 		return -1;
@@ -135,4 +171,7 @@ conf_aws_free(struct conf *c)
 	free(c->aws.secret_access_key);
 	free(c->aws.session_token);
 	free(c->aws.profile);
+	free(c->aws.role_arn);
+	free(c->aws.external_id);
+	free(c->aws.role_session_name);
 }

@@ -64,12 +64,16 @@ static struct {
 	int64_t			 expiration;	/* s since the epoch, 0 never */
 	int			 have;
 	int			 fetching;
+	int			 top_step;	/* aws.role_arn: 1 = the
+						   source's answer is due,
+						   2 = STS's */
 	int			 failures;
 	char			 why[256];
 	struct log_limit	 limit;
 } cs;
 
 static void	creds_fetch(void);
+static int	creds_fetched(void);
 
 static char *
 creds_dup(const char *s)
@@ -106,6 +110,9 @@ creds_plan_clear(struct creds_plan *p)
 	free(p->source_profile);
 	free(p->sts_endpoint);
 	free(p->region);
+	free(p->top_role_arn);
+	free(p->top_external_id);
+	free(p->top_session_name);
 	memset(p, 0, sizeof *p);
 }
 
@@ -257,7 +264,19 @@ creds_plan_make(const struct conf *c, struct creds_plan *p, char *err,
 	/* STS (AWS STS API: AssumeRole, AssumeRoleWithWebIdentity): at
 	 * the regional endpoint unless one is set, and signed (AssumeRole)
 	 * in the region. */
-	if (p->kind == CREDS_ASSUME_ROLE || p->kind == CREDS_WEB_IDENTITY) {
+	if (p->kind != CREDS_NONE && c->aws.role_arn != NULL) {
+		p->top_role_arn = strdup(c->aws.role_arn);
+		p->top_external_id = creds_dup(c->aws.external_id);
+		p->top_session_name = c->aws.role_session_name != NULL ?
+		    strdup(c->aws.role_session_name) : creds_sts_session_name();
+		if (p->top_role_arn == NULL || p->top_session_name == NULL ||
+		    (c->aws.external_id != NULL && p->top_external_id == NULL)) {
+			snprintf(err, errlen, "out of memory");
+			return (-1);
+		}
+	}
+	if (p->kind == CREDS_ASSUME_ROLE || p->kind == CREDS_WEB_IDENTITY ||
+	    p->top_role_arn != NULL) {
 		if (c->aws.sts_endpoint == NULL || c->aws.region == NULL) {
 			snprintf(err, errlen, "STS needs aws.region (or "
 			    "AWS_REGION) or an endpoint (AWS_ENDPOINT_URL_STS, "
@@ -331,6 +350,11 @@ creds_plan_describe(const struct creds_plan *p, char *buf, size_t len)
 		snprintf(buf, len, "none");
 		break;
 	}
+	n = strlen(buf);
+	if (p->top_role_arn != NULL && n < len)
+		snprintf(buf + n, len - n, ", then STS AssumeRole, role %s "
+		    "(aws.role_arn)%s", p->top_role_arn, p->top_external_id !=
+		    NULL ? " with an external id" : "");
 }
 
 int64_t
@@ -431,6 +455,13 @@ creds_json_done(const char *body, size_t len, const char *what,
 static int
 creds_temporary(void)
 {
+	return (creds_fetched() || cs.plan.top_role_arn != NULL);
+}
+
+/* The chain's source itself hands out temporary credentials. */
+static int
+creds_fetched(void)
+{
 	return (cs.plan.kind == CREDS_PROCESS ||
 	    cs.plan.kind == CREDS_CONTAINER || cs.plan.kind == CREDS_IMDS ||
 	    cs.plan.kind == CREDS_ASSUME_ROLE ||
@@ -470,6 +501,20 @@ creds_done(const struct creds_got *got, const char *err)
 	long	ms;
 	char	desc[256];
 
+	/* The source's credentials sign aws.role_arn's AssumeRole; the
+	 * answer to that comes back here as the credentials. */
+	if (cs.top_step == 1) {
+		cs.top_step = got != NULL ? 2 : 0;
+		if (got != NULL && creds_sts_top_fetch(cs.hc, &cs.plan, got,
+		    creds_done) == 0)
+			return;
+		if (got != NULL) {
+			cs.top_step = 0;
+			err = "the STS AssumeRole request could not be started";
+			got = NULL;
+		}
+	} else
+		cs.top_step = 0;
 	cs.fetching = 0;
 	if (got != NULL && got->expiration != 0 &&
 	    got->expiration - now <= CREDS_SKEW_S) {
@@ -537,12 +582,24 @@ creds_timer_cb(evutil_socket_t fd, short what, void *arg)
 static void
 creds_fetch(void)
 {
-	int	rv = -1;
+	struct creds_got	got;
+	int			rv = -1;
 
 	if (cs.fetching)
 		return;
 	cs.fetching = 1;
 	evtimer_del(cs.timer);
+	if (cs.plan.top_role_arn != NULL) {
+		cs.top_step = 1;
+		if (!creds_fetched()) {
+			memset(&got, 0, sizeof got);
+			got.access_key_id = cs.plan.access_key_id;
+			got.secret_access_key = cs.plan.secret_access_key;
+			got.session_token = cs.plan.session_token;
+			creds_done(&got, NULL);
+			return;
+		}
+	}
 	switch (cs.plan.kind) {
 	case CREDS_PROCESS:
 		rv = creds_process_fetch(cs.base, cs.plan.command,

@@ -53,6 +53,11 @@ struct creds_plan {
 					   (access_key_id, ...) sign it */
 	char		*sts_endpoint;	/* base URL, no trailing '/' */
 	char		*region;	/* of the signature */
+	/* aws.role_arn: AssumeRole signed with what the source above
+	 * hands out (cross-account); NULL = none */
+	char		*top_role_arn;
+	char		*top_external_id;
+	char		*top_session_name;
 };
 
 /* Credentials as a provider hands them over; expiration in s since the
@@ -159,6 +164,11 @@ int		 creds_container_url_ok(const char *url);
 
 /* ---- creds_sts.c: AWS STS AssumeRole, AssumeRoleWithWebIdentity ---- */
 
+/* AssumeRole for plan's aws.role_arn (top_role_arn, ...), signed with
+ * src, the credentials the chain's source handed out; done as for
+ * creds_sts_fetch. */
+int		 creds_sts_top_fetch(struct httpc *, const struct creds_plan *,
+		    const struct creds_got *src, creds_done_cb *done);
 /* One STS call for plan (CREDS_ASSUME_ROLE: signed with the plan's
  * source keys; CREDS_WEB_IDENTITY: the token file read now, unsigned)
  * through hc; done runs once with the credentials or an error that

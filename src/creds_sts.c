@@ -196,3 +196,24 @@ creds_sts_fetch(struct httpc *hc, const struct creds_plan *p,
 		free(st);
 	return (rv);
 }
+
+int
+creds_sts_top_fetch(struct httpc *hc, const struct creds_plan *plan,
+    const struct creds_got *src, creds_done_cb *done)
+{
+	struct creds_plan	p;
+
+	/* A view of plan as an AssumeRole source: nothing is copied, and
+	 * creds_sts_fetch() keeps none of it (libcurl copies the keys). */
+	memset(&p, 0, sizeof p);
+	p.kind = CREDS_ASSUME_ROLE;
+	p.role_arn = plan->top_role_arn;
+	p.external_id = plan->top_external_id;
+	p.session_name = plan->top_session_name;
+	p.sts_endpoint = plan->sts_endpoint;
+	p.region = plan->region;
+	p.access_key_id = (char *)src->access_key_id;
+	p.secret_access_key = (char *)src->secret_access_key;
+	p.session_token = (char *)src->session_token;
+	return (creds_sts_fetch(hc, &p, done));
+}

@@ -188,6 +188,10 @@ struct conf {
 		char	*session_token;		/* NULL = none */
 		char	*profile;		/* aws.profile, AWS_PROFILE;
 						   NULL = "default" */
+		char	*role_arn;		/* aws.role_arn: assumed on top
+						   of the chain; NULL = none */
+		char	*external_id;		/* aws.external_id */
+		char	*role_session_name;	/* aws.role_session_name */
 		char	 source[256];		/* the chain's choice, as
 						   outboxd -t says it; ""
 						   when AWS is not used */

@@ -9,7 +9,10 @@
 #      /readyz gives STS's AccessDenied;
 #   2. a profile's role_arn + source_profile (static keys) + external_id:
 #      AssumeRole signed with the source keys;
-#   3. a profile's role_arn + web_identity_token_file, as outboxd -t.
+#   3. aws.role_arn + external_id on top of the chain (the environment's
+#      static keys): AssumeRole signed with them; a role_session_name STS
+#      would refuse is refused by outboxd -t;
+#   4. a profile's role_arn + web_identity_token_file, as outboxd -t.
 # Every run: every POST /orders 201, every order fulfilled once, no
 # request refused by a verifier, the workers renewed; outboxctl reads a
 # fulfillment; no secret handed out (keys, tokens, the web identity
@@ -135,7 +138,35 @@ check_eq "assume: every AssumeRole was signed" $(($(stat_of standin .sts_calls) 
 	$(($(stat_of standin .sts_signed) - signed0))
 outboxd_stop
 
-# ---- 3. a profile: role_arn + web_identity_token_file -------------------
+# ---- 3. aws.role_arn on top of the chain (the environment's keys) -------
+unset AWS_PROFILE
+export AWS_SHARED_CREDENTIALS_FILE=$T_DIR/no-credentials AWS_CONFIG_FILE=$T_DIR/no-config \
+	AWS_ACCESS_KEY_ID=$SRC_KEY AWS_SECRET_ACCESS_KEY=$SRC_SECRET
+cp "$T_DIR/outbox.conf" "$T_DIR/outbox.conf.chain"
+sed -i 's|^aws {|aws {\n\trole_arn = "'"$ROLE"'"\n\texternal_id = "ext-4711"\n\trole_session_name = "outboxd-top"|' "$T_DIR/outbox.conf"
+grep -q '^	role_arn = ' "$T_DIR/outbox.conf" || die "no aws section for role_arn"
+t_out top
+check "top: -t names the environment's keys, then STS AssumeRole of aws.role_arn" \
+	grep -qxF "credentials: static keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, then STS AssumeRole, role $ROLE (aws.role_arn) with an external id" "$T_DIR/t-top.out"
+signed0=$(stat_of standin .sts_signed) calls0=$(stat_of standin .sts_calls)
+errs0=$(jq -c .sts_errors "$T_DIR/standin.stats")
+outboxd_start "$T_DIR/outbox.conf" outboxd-top
+phase top 55 "static keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, then STS AssumeRole"
+check_eq "top: STS refused no call" "$errs0" "$(jq -c .sts_errors "$T_DIR/standin.stats")"
+check_eq "top: every AssumeRole was signed" $(($(stat_of standin .sts_calls) - calls0)) \
+	$(($(stat_of standin .sts_signed) - signed0))
+outboxd_stop
+sed -i 's|^\trole_session_name = .*|\trole_session_name = "has space"|' "$T_DIR/outbox.conf"
+rc=0
+"$T_ROOT/outboxd" -t -c "$T_DIR/outbox.conf" >"$T_DIR/t-badname.out" 2>&1 || rc=$?
+add_log "$T_DIR/t-badname.out"
+check "top: -t refuses a role_session_name STS would refuse (exit $rc)" \
+	grep -q 'aws.role_session_name must be 2 to 64' "$T_DIR/t-badname.out"
+cp "$T_DIR/outbox.conf.chain" "$T_DIR/outbox.conf"
+unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+export AWS_SHARED_CREDENTIALS_FILE=$T_DIR/credentials AWS_CONFIG_FILE=$T_DIR/config
+
+# ---- 4. a profile: role_arn + web_identity_token_file -------------------
 export AWS_PROFILE=web
 t_out profile-web
 check "profile web: -t names STS AssumeRoleWithWebIdentity of the profile" \

@@ -110,6 +110,16 @@ test_order(void **state)
 	setenv("AWS_ACCESS_KEY_ID", "EKEY", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "ESECRET", 1);
 	assert_int_equal(pick(&c, d, sizeof d), CREDS_ENV);
+	/* aws.role_arn on top of the source found */
+	c.aws.role_arn = "arn:aws:iam::2:role/x";
+	c.aws.external_id = "ext-9";
+	assert_int_equal(pick(&c, d, sizeof d), CREDS_ENV);
+	assert_string_equal(d, "static keys from AWS_ACCESS_KEY_ID and "
+	    "AWS_SECRET_ACCESS_KEY, then STS AssumeRole, role "
+	    "arn:aws:iam::2:role/x (aws.role_arn) with an external id");
+	assert_null(strstr(d, "ext-9"));
+	c.aws.role_arn = NULL;
+	c.aws.external_id = NULL;
 	/* the aws section over the environment */
 	c.aws.access_key_id = "CKEY";
 	c.aws.secret_access_key = "CSECRET";
