@@ -27,7 +27,6 @@
 #include "outboxd.h"
 #include "broker.h"
 #include "conf.h"
-#include "creds.h"
 
 #define CONF_ERR_MAX	512
 
@@ -386,6 +385,9 @@ static cfg_opt_t aws_opts[] = {
 	CFG_STR("secret_access_key", NULL, CFGF_NONE),
 	CFG_STR("session_token", NULL, CFGF_NONE),
 	CFG_STR("profile", NULL, CFGF_NONE),
+	CFG_STR("role_arn", NULL, CFGF_NONE),
+	CFG_STR("external_id", NULL, CFGF_NONE),
+	CFG_STR("role_session_name", NULL, CFGF_NONE),
 	CFG_END()
 };
 
@@ -557,52 +559,15 @@ oom:
 	return -1;
 }
 
-/*
- * Some source of the AWS credential chain must exist, but its
- * credentials need not be at hand: instance metadata or a container
- * endpoint may come up after outboxd, whose workers wait for them
- * (/readyz says so).  So only what can never work is refused here: a
- * source that is present but broken (half a key pair, a named profile
- * that does not exist, a container URL the SDKs refuse, STS), or no
- * source at all, which needs AWS_EC2_METADATA_DISABLED=true.
- */
-static int
-conf_check_creds(struct conf *c, char *err, size_t errlen)
-{
-	struct creds_plan	p;
-	char			why[512];
-	int			rv = 0;
-
-	if (creds_plan_make(c, &p, why, sizeof why) == -1) {
-		snprintf(err, errlen, "%s: AWS credentials: %s", c->path, why);
-		rv = -1;
-	} else if (p.kind == CREDS_NONE) {
-		snprintf(err, errlen, "%s: no AWS credentials: no source of "
-		    "the credential chain is present (aws.access_key_id and "
-		    "aws.secret_access_key, AWS_ACCESS_KEY_ID and "
-		    "AWS_SECRET_ACCESS_KEY, a profile of the shared files, "
-		    "container credentials) and instance metadata is off "
-		    "(AWS_EC2_METADATA_DISABLED)", c->path);
-		rv = -1;
-	} else
-		creds_plan_describe(&p, c->aws.source, sizeof c->aws.source);
-	creds_plan_clear(&p);
-	return rv;
-}
-
 static int
 conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 {
 	cfg_t		*h = cfg_getsec(cfg, "http");
 	cfg_t		*r = cfg_getsec(cfg, "relay");
 	cfg_t		*k = cfg_getsec(cfg, "consumer");
-	cfg_t		*a = cfg_getsec(cfg, "aws");
 	cfg_t		*q = cfg_getsec(cfg, "sqs");
 	cfg_t		*d = cfg_getsec(cfg, "dynamodb");
 	cfg_t		*w = cfg_getsec(cfg, "webhook");
-	const char	*v;
-	int		 need_aws, i;
-
 	c->database = conf_strdup_or_null(cfg_getstr(cfg, "database"));
 	if (c->database == NULL) {
 		snprintf(err, errlen, "%s: database is not set (a libpq "
@@ -676,54 +641,13 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	if (conf_fill_event_types(k, c, err, errlen) == -1)
 		return -1;
 
-	/* Only the file's keys: the environment's are the chain's next
-	 * source (creds.c), and the profile's region comes last. */
-	c->aws.profile = conf_strdup_or_null(conf_pick(cfg_getstr(a,
-	    "profile"), "AWS_PROFILE", NULL));
-	c->aws.region = conf_strdup_or_null(conf_pick(cfg_getstr(a, "region"),
-	    "AWS_REGION", "AWS_DEFAULT_REGION"));
-	if (c->aws.region == NULL)
-		c->aws.region = creds_profile_region(c->aws.profile, c->user);
-	c->aws.access_key_id = conf_strdup_or_null(conf_pick(
-	    cfg_getstr(a, "access_key_id"), NULL, NULL));
-	c->aws.secret_access_key = conf_strdup_or_null(conf_pick(
-	    cfg_getstr(a, "secret_access_key"), NULL, NULL));
-	c->aws.session_token = conf_strdup_or_null(conf_pick(
-	    cfg_getstr(a, "session_token"), NULL, NULL));
-	c->aws.sqs_endpoint = conf_endpoint(cfg_getstr(q, "endpoint_url"),
-	    cfg_getstr(a, "endpoint_url"), "AWS_ENDPOINT_URL_SQS", "sqs",
-	    c->aws.region);
-	c->aws.dynamodb_endpoint = conf_endpoint(cfg_getstr(d, "endpoint_url"),
-	    cfg_getstr(a, "endpoint_url"), "AWS_ENDPOINT_URL_DYNAMODB",
-	    "dynamodb", c->aws.region);
-	c->aws.sns_endpoint = conf_endpoint(cfg_getstr(cfg_getsec(cfg, "sns"),
-	    "endpoint_url"), cfg_getstr(a, "endpoint_url"),
-	    "AWS_ENDPOINT_URL_SNS", "sns", c->aws.region);
+	conf_aws_fill(cfg, c);
 	c->sqs_queue_url = conf_strdup_or_null(cfg_getstr(q, "queue_url"));
 	c->dynamodb_table = conf_strdup_or_null(cfg_getstr(d, "table"));
 	if (conf_dest_fill(cfg, c, err, errlen) == -1)
 		return -1;
 
-	/* AWS settings matter only when some worker talks to AWS: the
-	 * consumers, or relays with an SQS or SNS destination. */
-	need_aws = c->consumer.workers > 0;
-	for (i = 0; i < c->n_destinations && c->relay.workers > 0; i++)
-		if (c->destinations[i].sink == CONF_SINK_SQS ||
-		    c->destinations[i].sink == CONF_SINK_SNS)
-			need_aws = 1;
-	v = NULL;
-	if (c->consumer.workers > 0 && c->sqs_queue_url == NULL)
-		v = "sqs.queue_url is not set (the consumers read it)";
-	else if (c->consumer.workers > 0 && c->dynamodb_table == NULL)
-		v = "dynamodb.table is not set";
-	else if (need_aws && c->aws.region == NULL)
-		v = "aws.region is not set and neither AWS_REGION nor "
-		    "AWS_DEFAULT_REGION is in the environment";
-	if (v != NULL) {
-		snprintf(err, errlen, "%s: %s", c->path, v);
-		return -1;
-	}
-	return need_aws ? conf_check_creds(c, err, errlen) : 0;
+	return conf_aws_check(c, err, errlen);
 }
 
 int
@@ -828,14 +752,7 @@ conf_free(struct conf *c)
 	free(c->http.listen);
 	free(c->http.host);
 	free(c->http.port);
-	free(c->aws.region);
-	free(c->aws.sqs_endpoint);
-	free(c->aws.dynamodb_endpoint);
-	free(c->aws.sns_endpoint);
-	free(c->aws.access_key_id);
-	free(c->aws.secret_access_key);
-	free(c->aws.session_token);
-	free(c->aws.profile);
+	conf_aws_free(c);
 	free(c->sqs_queue_url);
 	free(c->dynamodb_table);
 	for (i = 0; i < c->consumer.n_event_types; i++)

@@ -1,7 +1,8 @@
 /*
  * conf.h - what conf.c shares with conf_text.c (the secrets a configuration
  * file sets, the reading and scanning of its text before the parse) and
- * with conf_env.c (what comes from the environment).
+ * with conf_env.c (what comes from the environment) and conf_aws.c (the
+ * aws section).
  */
 #ifndef OUTBOXD_CONF_H
 #define OUTBOXD_CONF_H
@@ -96,6 +97,17 @@ int		 conf_check_nofile(const struct conf *, char *err,
 /* conf.c, for conf_dest.c's checks while libconfuse parses. */
 struct cfg_t;
 struct cfg_opt_t;
+
+/* conf_aws.c.  The aws settings from the parsed cfg into c: profile,
+ * region (else the profile's), the file's keys and the endpoints of
+ * SQS, DynamoDB and SNS (malloc'd, freed by conf_aws_free()). */
+void		 conf_aws_fill(struct cfg_t *cfg, struct conf *c);
+/* The rules on c's AWS settings when some worker talks to AWS (queue,
+ * table, region, a source of the credential chain, whose description
+ * goes into c->aws.source).  0, or -1 with "FILE: reason" in err. */
+int		 conf_aws_check(struct conf *c, char *err, size_t errlen);
+/* Free what conf_aws_fill() put into c. */
+void		 conf_aws_free(struct conf *c);
 /* Report an error of ours (its text is no libconfuse's and shows no
  * secret) at line (0: the line being parsed) of the file being parsed;
  * the parse then fails with it unless an error came first. */

@@ -6,10 +6,12 @@
  *
  *   1. the aws section's access_key_id / secret_access_key / session_token
  *   2. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
- *   3. the shared files' profile (creds_profile.c): role_arn (STS, not
- *      yet), web_identity_token_file (STS, not yet), static keys,
- *      credential_process
- *   4. AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (STS, not yet)
+ *   3. the shared files' profile (creds_profile.c): role_arn with
+ *      source_profile (STS AssumeRole, creds_sts.c) or with
+ *      web_identity_token_file (STS AssumeRoleWithWebIdentity), static
+ *      keys, credential_process
+ *   4. AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (+ AWS_ROLE_SESSION_NAME):
+ *      STS AssumeRoleWithWebIdentity (EKS IRSA)
  *   5. container credentials: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or
  *      _FULL_URI with AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE)
  *   6. EC2 instance metadata, IMDSv2, unless AWS_EC2_METADATA_DISABLED
@@ -62,12 +64,16 @@ static struct {
 	int64_t			 expiration;	/* s since the epoch, 0 never */
 	int			 have;
 	int			 fetching;
+	int			 top_step;	/* aws.role_arn: 1 = the
+						   source's answer is due,
+						   2 = STS's */
 	int			 failures;
 	char			 why[256];
 	struct log_limit	 limit;
 } cs;
 
 static void	creds_fetch(void);
+static int	creds_fetched(void);
 
 static char *
 creds_dup(const char *s)
@@ -98,6 +104,15 @@ creds_plan_clear(struct creds_plan *p)
 	free(p->url);
 	free(p->auth_token_file);
 	free(p->role_arn);
+	free(p->session_name);
+	free(p->external_id);
+	free(p->token_file);
+	free(p->source_profile);
+	free(p->sts_endpoint);
+	free(p->region);
+	free(p->top_role_arn);
+	free(p->top_external_id);
+	free(p->top_session_name);
 	memset(p, 0, sizeof *p);
 }
 
@@ -212,8 +227,6 @@ int
 creds_plan_make(const struct conf *c, struct creds_plan *p, char *err,
     size_t errlen)
 {
-	const char	*sts = NULL;
-
 	memset(p, 0, sizeof *p);
 	err[0] = '\0';
 	if (creds_plan_keys(p, CREDS_CONF, c->aws.access_key_id,
@@ -232,24 +245,49 @@ creds_plan_make(const struct conf *c, struct creds_plan *p, char *err,
 	    creds_env("AWS_ROLE_ARN")) {
 		p->kind = CREDS_WEB_IDENTITY;
 		p->role_arn = creds_dup(creds_env("AWS_ROLE_ARN"));
+		p->token_file = creds_dup(creds_env(
+		    "AWS_WEB_IDENTITY_TOKEN_FILE"));
+		p->session_name = creds_env("AWS_ROLE_SESSION_NAME") != NULL ?
+		    creds_dup(creds_env("AWS_ROLE_SESSION_NAME")) :
+		    creds_sts_session_name();
+		if (p->role_arn == NULL || p->token_file == NULL ||
+		    p->session_name == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return (-1);
+		}
 	}
 	if (p->kind == CREDS_NONE && creds_plan_container(p, err,
 	    errlen) == -1)
 		return (-1);
 	if (p->kind == CREDS_NONE && creds_plan_imds(p, err, errlen) == -1)
 		return (-1);
-	/* Hooks for STS (AWS STS API: AssumeRole, AssumeRoleWithWeb
-	 * Identity): found in the chain, so never skipped silently. */
-	if (p->kind == CREDS_ASSUME_ROLE)
-		sts = "role_arn with source_profile (STS AssumeRole)";
-	else if (p->kind == CREDS_WEB_IDENTITY)
-		sts = "a web identity token (STS AssumeRoleWithWebIdentity)";
-	if (sts != NULL) {
-		snprintf(err, errlen, "the AWS credential chain found %s%s%s, "
-		    "which this outboxd does not support yet", sts,
-		    p->profile != NULL ? " in profile " : "",
-		    p->profile != NULL ? p->profile : "");
-		return (-1);
+	/* STS (AWS STS API: AssumeRole, AssumeRoleWithWebIdentity): at
+	 * the regional endpoint unless one is set, and signed (AssumeRole)
+	 * in the region. */
+	if (p->kind != CREDS_NONE && c->aws.role_arn != NULL) {
+		p->top_role_arn = strdup(c->aws.role_arn);
+		p->top_external_id = creds_dup(c->aws.external_id);
+		p->top_session_name = c->aws.role_session_name != NULL ?
+		    strdup(c->aws.role_session_name) : creds_sts_session_name();
+		if (p->top_role_arn == NULL || p->top_session_name == NULL ||
+		    (c->aws.external_id != NULL && p->top_external_id == NULL)) {
+			snprintf(err, errlen, "out of memory");
+			return (-1);
+		}
+	}
+	if (p->kind == CREDS_ASSUME_ROLE || p->kind == CREDS_WEB_IDENTITY ||
+	    p->top_role_arn != NULL) {
+		if (c->aws.sts_endpoint == NULL || c->aws.region == NULL) {
+			snprintf(err, errlen, "STS needs aws.region (or "
+			    "AWS_REGION) or an endpoint (AWS_ENDPOINT_URL_STS, "
+			    "aws.endpoint_url)");
+			return (-1);
+		}
+		if ((p->sts_endpoint = strdup(c->aws.sts_endpoint)) == NULL ||
+		    (p->region = strdup(c->aws.region)) == NULL) {
+			snprintf(err, errlen, "out of memory");
+			return (-1);
+		}
 	}
 	return (0);
 }
@@ -296,14 +334,27 @@ creds_plan_describe(const struct creds_plan *p, char *buf, size_t len)
 		snprintf(buf, len, "instance metadata (IMDSv2, %s)", p->url);
 		break;
 	case CREDS_ASSUME_ROLE:
+		snprintf(buf, len, "STS AssumeRole, role %s, source profile %s "
+		    "(%s), %s", p->role_arn, p->source_profile, p->path != NULL ?
+		    p->path : "?", p->sts_endpoint != NULL ? p->sts_endpoint :
+		    "?");
+		break;
 	case CREDS_WEB_IDENTITY:
-		snprintf(buf, len, "STS, role %s (not supported yet)",
-		    p->role_arn != NULL ? p->role_arn : "?");
+		snprintf(buf, len, "STS AssumeRoleWithWebIdentity, role %s, "
+		    "token file %s%s%s, %s", p->role_arn, p->token_file,
+		    p->profile != NULL ? ", profile " : "", p->profile != NULL ?
+		    p->profile : "", p->sts_endpoint != NULL ? p->sts_endpoint :
+		    "?");
 		break;
 	default:
 		snprintf(buf, len, "none");
 		break;
 	}
+	n = strlen(buf);
+	if (p->top_role_arn != NULL && n < len)
+		snprintf(buf + n, len - n, ", then STS AssumeRole, role %s "
+		    "(aws.role_arn)%s", p->top_role_arn, p->top_external_id !=
+		    NULL ? " with an external id" : "");
 }
 
 int64_t
@@ -404,8 +455,17 @@ creds_json_done(const char *body, size_t len, const char *what,
 static int
 creds_temporary(void)
 {
+	return (creds_fetched() || cs.plan.top_role_arn != NULL);
+}
+
+/* The chain's source itself hands out temporary credentials. */
+static int
+creds_fetched(void)
+{
 	return (cs.plan.kind == CREDS_PROCESS ||
-	    cs.plan.kind == CREDS_CONTAINER || cs.plan.kind == CREDS_IMDS);
+	    cs.plan.kind == CREDS_CONTAINER || cs.plan.kind == CREDS_IMDS ||
+	    cs.plan.kind == CREDS_ASSUME_ROLE ||
+	    cs.plan.kind == CREDS_WEB_IDENTITY);
 }
 
 static int
@@ -441,6 +501,20 @@ creds_done(const struct creds_got *got, const char *err)
 	long	ms;
 	char	desc[256];
 
+	/* The source's credentials sign aws.role_arn's AssumeRole; the
+	 * answer to that comes back here as the credentials. */
+	if (cs.top_step == 1) {
+		cs.top_step = got != NULL ? 2 : 0;
+		if (got != NULL && creds_sts_top_fetch(cs.hc, &cs.plan, got,
+		    creds_done) == 0)
+			return;
+		if (got != NULL) {
+			cs.top_step = 0;
+			err = "the STS AssumeRole request could not be started";
+			got = NULL;
+		}
+	} else
+		cs.top_step = 0;
 	cs.fetching = 0;
 	if (got != NULL && got->expiration != 0 &&
 	    got->expiration - now <= CREDS_SKEW_S) {
@@ -508,12 +582,24 @@ creds_timer_cb(evutil_socket_t fd, short what, void *arg)
 static void
 creds_fetch(void)
 {
-	int	rv = -1;
+	struct creds_got	got;
+	int			rv = -1;
 
 	if (cs.fetching)
 		return;
 	cs.fetching = 1;
 	evtimer_del(cs.timer);
+	if (cs.plan.top_role_arn != NULL) {
+		cs.top_step = 1;
+		if (!creds_fetched()) {
+			memset(&got, 0, sizeof got);
+			got.access_key_id = cs.plan.access_key_id;
+			got.secret_access_key = cs.plan.secret_access_key;
+			got.session_token = cs.plan.session_token;
+			creds_done(&got, NULL);
+			return;
+		}
+	}
 	switch (cs.plan.kind) {
 	case CREDS_PROCESS:
 		rv = creds_process_fetch(cs.base, cs.plan.command,
@@ -524,6 +610,10 @@ creds_fetch(void)
 		break;
 	case CREDS_IMDS:
 		rv = creds_imds_fetch(cs.hc, &cs.plan, creds_done);
+		break;
+	case CREDS_ASSUME_ROLE:
+	case CREDS_WEB_IDENTITY:
+		rv = creds_sts_fetch(cs.hc, &cs.plan, creds_done);
 		break;
 	default:
 		break;

@@ -25,8 +25,10 @@ enum creds_kind {
 	CREDS_ENV,		/* AWS_ACCESS_KEY_ID, ... */
 	CREDS_PROFILE,		/* static keys of a shared-file profile */
 	CREDS_PROCESS,		/* the profile's credential_process */
-	CREDS_ASSUME_ROLE,	/* role_arn + source_profile: STS, not yet */
-	CREDS_WEB_IDENTITY,	/* web identity token + role: STS, not yet */
+	CREDS_ASSUME_ROLE,	/* role_arn + source_profile: STS AssumeRole
+				   signed with the source profile's keys */
+	CREDS_WEB_IDENTITY,	/* web identity token + role: STS
+				   AssumeRoleWithWebIdentity, unsigned */
 	CREDS_CONTAINER,	/* ECS / EKS Pod Identity endpoint */
 	CREDS_IMDS		/* EC2 instance metadata, IMDSv2 */
 };
@@ -44,6 +46,18 @@ struct creds_plan {
 	char		*auth_token;	/* container: the token's value */
 	char		*auth_token_file; /* container: read at each fetch */
 	char		*role_arn;	/* STS kinds */
+	char		*session_name;	/* RoleSessionName */
+	char		*external_id;	/* AssumeRole: NULL = none */
+	char		*token_file;	/* web identity: read at each fetch */
+	char		*source_profile; /* AssumeRole: whose static keys
+					   (access_key_id, ...) sign it */
+	char		*sts_endpoint;	/* base URL, no trailing '/' */
+	char		*region;	/* of the signature */
+	/* aws.role_arn: AssumeRole signed with what the source above
+	 * hands out (cross-account); NULL = none */
+	char		*top_role_arn;
+	char		*top_external_id;
+	char		*top_session_name;
 };
 
 /* Credentials as a provider hands them over; expiration in s since the
@@ -147,6 +161,24 @@ int		 creds_imds_fetch(struct httpc *, const struct creds_plan *,
 /* 0 if url may serve container credentials (https anywhere; http only
  * on loopback, 169.254.170.2, 169.254.170.23 or fd00:ec2::23), else -1. */
 int		 creds_container_url_ok(const char *url);
+
+/* ---- creds_sts.c: AWS STS AssumeRole, AssumeRoleWithWebIdentity ---- */
+
+/* AssumeRole for plan's aws.role_arn (top_role_arn, ...), signed with
+ * src, the credentials the chain's source handed out; done as for
+ * creds_sts_fetch. */
+int		 creds_sts_top_fetch(struct httpc *, const struct creds_plan *,
+		    const struct creds_got *src, creds_done_cb *done);
+/* One STS call for plan (CREDS_ASSUME_ROLE: signed with the plan's
+ * source keys; CREDS_WEB_IDENTITY: the token file read now, unsigned)
+ * through hc; done runs once with the credentials or an error that
+ * names STS's error code.  Returns -1 (done never runs) if it could not
+ * be started. */
+int		 creds_sts_fetch(struct httpc *, const struct creds_plan *,
+		    creds_done_cb *done);
+/* The RoleSessionName when none is set: "outboxd-" and the time, as the
+ * SDKs make one up. */
+char		*creds_sts_session_name(void);
 
 /* ---- metrics_ready.c: the credentials field of /readyz -------------- */
 

@@ -10,8 +10,8 @@
  * the same key in the config file.
  *
  * Within a profile the SDKs' order: role_arn (with source_profile or
- * web_identity_token_file: STS, found here so that it is refused rather
- * than skipped), static keys, credential_process.
+ * web_identity_token_file: STS, creds_sts.c), static keys,
+ * credential_process.
  */
 #include "config.h"
 
@@ -27,11 +27,12 @@
 #include "creds.h"
 
 enum { K_AKID, K_SECRET, K_TOKEN, K_PROCESS, K_ROLE, K_SOURCE, K_WEBID,
-	K_REGION, NKEYS };
+	K_REGION, K_SESSION, K_EXTID, NKEYS };
 static const char *const creds_keys[NKEYS] = {
 	"aws_access_key_id", "aws_secret_access_key", "aws_session_token",
 	"credential_process", "role_arn", "source_profile",
-	"web_identity_token_file", "region"
+	"web_identity_token_file", "region", "role_session_name",
+	"external_id"
 };
 
 /* The file env names, else name under the service user's home. */
@@ -172,6 +173,73 @@ creds_vals_free(char *vals[NKEYS])
 	}
 }
 
+/*
+ * A profile's role_arn: with web_identity_token_file, STS
+ * AssumeRoleWithWebIdentity; with source_profile, STS AssumeRole signed
+ * with that profile's static keys (it may be the profile itself).  A
+ * source that is itself a role, a process or credential_source is
+ * refused by name rather than half done.
+ */
+static int
+creds_profile_role(struct creds_plan *p, char *vals[NKEYS], char *err,
+    size_t errlen, const char *user)
+{
+	char	*src[NKEYS] = { NULL }, *cpath = NULL, *fpath = NULL;
+	int	 in_c = 0, found, rv = -1;
+
+	p->role_arn = vals[K_ROLE];
+	p->session_name = vals[K_SESSION];
+	vals[K_ROLE] = vals[K_SESSION] = NULL;
+	if (p->session_name == NULL &&
+	    (p->session_name = creds_sts_session_name()) == NULL)
+		goto nomem;
+	if (vals[K_WEBID] != NULL && vals[K_SOURCE] == NULL) {
+		p->kind = CREDS_WEB_IDENTITY;
+		p->token_file = vals[K_WEBID];
+		vals[K_WEBID] = NULL;
+		return (0);
+	}
+	p->kind = CREDS_ASSUME_ROLE;
+	if (vals[K_SOURCE] == NULL) {
+		snprintf(err, errlen, "AWS profile %s sets role_arn without "
+		    "source_profile or web_identity_token_file (credential_"
+		    "source is not supported)", p->profile);
+		return (-1);
+	}
+	p->source_profile = vals[K_SOURCE];
+	p->external_id = vals[K_EXTID];
+	vals[K_SOURCE] = vals[K_EXTID] = NULL;
+	found = creds_profile_read(p->source_profile, user, src, &cpath,
+	    &fpath, &in_c, err, errlen);
+	if (found == 0)
+		snprintf(err, errlen, "source_profile %s of AWS profile %s is "
+		    "in neither %s nor %s", p->source_profile, p->profile,
+		    cpath != NULL ? cpath : "?", fpath != NULL ? fpath : "?");
+	else if (found == 1 && (src[K_AKID] == NULL || src[K_SECRET] == NULL ||
+	    (strcmp(p->source_profile, p->profile) != 0 && src[K_ROLE])))
+		snprintf(err, errlen, "source_profile %s of AWS profile %s "
+		    "holds no aws_access_key_id and aws_secret_access_key "
+		    "(only static keys can be a source here)",
+		    p->source_profile, p->profile);
+	else if (found == 1) {
+		p->access_key_id = src[K_AKID];
+		p->secret_access_key = src[K_SECRET];
+		p->session_token = src[K_TOKEN];
+		src[K_AKID] = src[K_SECRET] = src[K_TOKEN] = NULL;
+		if ((p->path = strdup(in_c ? cpath : fpath)) == NULL)
+			goto nomem;
+		rv = 0;
+	}
+	goto out;
+nomem:
+	snprintf(err, errlen, "out of memory");
+out:
+	creds_vals_free(src);
+	free(cpath);
+	free(fpath);
+	return (rv);
+}
+
 int
 creds_profile_plan(const struct conf *c, struct creds_plan *p, char *err,
     size_t errlen)
@@ -198,11 +266,7 @@ creds_profile_plan(const struct conf *c, struct creds_plan *p, char *err,
 	if ((p->profile = strdup(profile)) == NULL)
 		goto nomem;
 	if (vals[K_ROLE] != NULL) {
-		p->kind = vals[K_WEBID] != NULL && vals[K_SOURCE] == NULL ?
-		    CREDS_WEB_IDENTITY : CREDS_ASSUME_ROLE;
-		p->role_arn = vals[K_ROLE];
-		vals[K_ROLE] = NULL;
-		rv = 0;
+		rv = creds_profile_role(p, vals, err, errlen, c->user);
 		goto out;
 	}
 	if (vals[K_AKID] != NULL || vals[K_SECRET] != NULL) {

@@ -182,11 +182,16 @@ struct conf {
 		char	*sqs_endpoint;		/* base URL, no trailing '/' */
 		char	*dynamodb_endpoint;	/* base URL, no trailing '/' */
 		char	*sns_endpoint;		/* base URL, no trailing '/' */
+		char	*sts_endpoint;		/* base URL, no trailing '/' */
 		char	*access_key_id;
 		char	*secret_access_key;
 		char	*session_token;		/* NULL = none */
 		char	*profile;		/* aws.profile, AWS_PROFILE;
 						   NULL = "default" */
+		char	*role_arn;		/* aws.role_arn: assumed on top
+						   of the chain; NULL = none */
+		char	*external_id;		/* aws.external_id */
+		char	*role_session_name;	/* aws.role_session_name */
 		char	 source[256];		/* the chain's choice, as
 						   outboxd -t says it; ""
 						   when AWS is not used */

@@ -26,17 +26,6 @@
 
 #define CHECK(x)	do { if (!(x)) abort(); } while (0)
 
-/* conf.c describes the credentials source with creds.c, which reports a
- * worker's credentials to the shared metrics region: no worker runs
- * here, and metrics.c is not linked. */
-void	metrics_creds_set(int, const char *);
-void
-metrics_creds_set(int slot, const char *why)
-{
-	(void)slot;
-	(void)why;
-}
-
 int	LLVMFuzzerInitialize(int *, char ***);
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 

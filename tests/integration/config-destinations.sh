@@ -76,12 +76,19 @@ BASE=$T_DIR/named.conf
 base >"$BASE"
 chmod 0600 "$BASE"
 
-# good NAME FILE -- -t says exactly "configuration OK"
+# good NAME FILE [TAIL] -- -t says exactly "configuration OK", then
+# the lines that name the credential source and the region it will use
+# (TAIL their first words; none when no worker talks to AWS)
 good() {
 	chmod 0600 "$2"
 	run_t "$2"
 	check_eq "$1: exit status" 0 "$RC"
-	check_eq "$1: output" "outboxd: $2: configuration OK" "$(head -n 1 <<<"$OUT")"
+	check_t_ok "$1" "$2" "${3-credentials: region:}"
+}
+check_t_ok() {
+	check_eq "$1: output" "outboxd: $2: configuration OK" "$(sed -n 1p <<<"$OUT")"
+	check_eq "$1: then credentials and region" "${3-credentials: region:}" \
+	    "$(sed -n '2,$p' <<<"$OUT" | cut -d' ' -f1 | tr '\n' ' ' | sed 's/ $//')"
 }
 
 good "named only" "$BASE"
@@ -98,7 +105,7 @@ consumer { workers = 0 }
 relay { sink = "http" }
 webhook { url = "http://127.0.0.1:9/h" secret = "$HOOK_SECRET" }
 EOF
-good "legacy only (relay.sink = http, no AWS)" "$T_DIR/legacy-http.conf"
+good "legacy only (relay.sink = http, no AWS)" "$T_DIR/legacy-http.conf" ""
 # both: the legacy queue is "default", the default destination
 sed -e 's/ default_destination = "orders"//' "$BASE" >"$T_DIR/both.conf"
 echo 'sqs { queue_url = "http://127.0.0.1:9/000000000000/order-events" }' >>"$T_DIR/both.conf"
@@ -121,7 +128,7 @@ RC=0
 OUT=$(AWS_REGION=eu-west-1 AWS_ACCESS_KEY_ID=AKIDENV AWS_SECRET_ACCESS_KEY="$AWS_SECRET" \
 	timeout 20 "$OUTBOXD" -t -c "$T_DIR/etc-on.conf" 2>&1) || RC=$?
 check_eq "etc/outbox.conf with its destinations on: exit status" 0 "$RC"
-check_eq "etc/outbox.conf with its destinations on: output" "outboxd: $T_DIR/etc-on.conf: configuration OK" "$(head -n 1 <<<"$OUT")"
+check_t_ok "etc/outbox.conf with its destinations on" "$T_DIR/etc-on.conf"
 
 # ---- 2. each mistake, with its line ----------------------------------------
 # bad NAME LINE MESSAGE SED... -- BASE with the sed expressions applied is

@@ -7,7 +7,9 @@ refuse.
     /usr/bin/python3 tests/lib/aws-creds-standin.py --valid FILE \
         [--issued FILE] [--lifetime 60] [--rotate 20] \
         [--auth-token TOKEN | --auth-token-file FILE] [--port 0] \
-        [--port-file FILE] [--stats FILE]
+        [--port-file FILE] [--stats FILE] [--role-arn ARN \
+        [--web-identity-token-file FILE] [--source-key AKID:SECRET] \
+        [--external-id ID]]
 
 EC2 instance metadata, IMDSv2 (EC2 User Guide, "Use the Instance Metadata
 Service to access instance metadata", "Retrieve security credentials from
@@ -29,6 +31,27 @@ Authorization header): GET /v2/credentials/ID (no Authorization needed,
 as ECS) or GET /v1/credentials (Authorization must equal the token, read
 from --auth-token-file at every request; missing: 401, wrong: 403) ->
 {"AccessKeyId", "SecretAccessKey", "Token", "Expiration", "RoleArn"}.
+AWS STS (AWS STS API reference: AssumeRole, AssumeRoleWithWebIdentity,
+Common Errors; query protocol, API version 2011-06-15), with --role-arn:
+  POST / (application/x-www-form-urlencoded) with Action (else 400
+    InvalidAction), Version 2011-06-15 (missing: 400 MissingParameter;
+    another: 400 InvalidAction), RoleArn (20..2048 characters, else 400
+    ValidationError; not --role-arn: 403 AccessDenied), RoleSessionName
+    (2..64 of [\w+=,.@-], else 400 ValidationError), DurationSeconds
+    (900..43200 if present, else 400 ValidationError);
+  AssumeRoleWithWebIdentity: WebIdentityToken (4..20000 characters, else
+    400 ValidationError; not the content of --web-identity-token-file,
+    read at each request: 400 InvalidIdentityToken); no signature needed
+    (a signed one is counted, sts_signed);
+  AssumeRole: SigV4 (service sts, region us-east-1) by --source-key
+    AKID:SECRET, checked by sigv4-proxy.py's botocore verifier (none:
+    403 MissingAuthenticationToken; another key or a bad signature: 403
+    InvalidClientTokenId / SignatureDoesNotMatch); ExternalId (2..1224 of
+    [\w+=,.@:/-] if present, else 400 ValidationError; not
+    --external-id when that is set: 403 AccessDenied);
+  -> ACTIONResponse/ACTIONResult/Credentials/{AccessKeyId,
+    SecretAccessKey, SessionToken, Expiration} and AssumedRoleUser;
+    errors as ErrorResponse/Error/{Type, Code, Message}.
 credential_process helper: GET /__standin/process -> the Version 1 JSON
 of the AWS SDKs and Tools Reference Guide (fetch it with curl from the
 process command).
@@ -51,15 +74,42 @@ import string
 import sys
 import threading
 import time
+import re
+import types
 import urllib.parse
+from xml.sax.saxutils import escape
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import proxylib  # noqa: E402
+import querylib  # noqa: E402
 
 NAME = "aws-creds-standin"
 ROLE = "outboxd-test-role"
 REGION = "us-east-1"
+STS_NS = "https://sts.amazonaws.com/doc/2011-06-15/"
+SESSION_RE = re.compile(r"[\w+=,.@-]{2,64}\Z")
+EXTID_RE = re.compile(r"[\w+=,.@:/-]{2,1224}\Z")
+_sigv4 = None
+
+
+def sigv4_module():
+    global _sigv4
+    if _sigv4 is None:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "sigv4_proxy", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sigv4-proxy.py"))
+        _sigv4 = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_sigv4)
+    return _sigv4
+
+
+def sts_error(status, code, message, sender=True):
+    body = ('<ErrorResponse xmlns="%s"><Error><Type>%s</Type><Code>%s</Code><Message>%s</Message>'
+            '</Error><RequestId>%s</RequestId></ErrorResponse>' % (
+                STS_NS, "Sender" if sender else "Receiver", escape(code), escape(message),
+                secrets.token_hex(16)))
+    return proxylib.Response(status, body.encode(), [("Content-Type", "text/xml")])
 
 
 def iso(t):
@@ -77,7 +127,8 @@ class Standin:
         self.tokens = {}  # IMDS session token -> expiry
         self.fail = 0
         self.sets, self.expired = [], []
-        self.stats = {"issued": 0, "imds_tokens": 0, "refused": 0, "served": 0, "refusals": []}
+        self.stats = {"issued": 0, "imds_tokens": 0, "refused": 0, "served": 0, "refusals": [],
+                      "sts_calls": 0, "sts_signed": 0, "sts_errors": {}}
         try:
             with open(a.valid) as f:
                 old = json.load(f)
@@ -146,6 +197,8 @@ class Standin:
             return self.imds(req, path)
         if self.fail:
             return self.refuse(self.fail, "failing on purpose (%d)" % self.fail)
+        if path == "/" and self.a.role_arn:
+            return self.sts(req)
         if path == "/__standin/process" and req.method == "GET":
             s = self.current()
             return proxylib.json_response(200, {"Version": 1, "AccessKeyId": s["AccessKeyId"],
@@ -173,6 +226,94 @@ class Standin:
                                                 "RoleArn": "arn:aws:iam::000000000000:role/" + ROLE},
                                           "application/json")
         return self.refuse(404, "no such path %s" % path)
+
+    def sts_refuse(self, status, code, message):
+        with self.lock:
+            self.stats["sts_errors"][code] = self.stats["sts_errors"].get(code, 0) + 1
+        self.count("refused", "STS %s: %s" % (code, message))
+        return sts_error(status, code, message)
+
+    def sts(self, req):
+        if req.method != "POST" or not querylib.is_query(req):
+            return self.sts_refuse(400, "InvalidAction", "STS: only a POST form is served here")
+        f = dict(querylib.form(req))
+        self.count("sts_calls")
+        action, version = f.get("Action"), f.get("Version")
+        if action not in ("AssumeRole", "AssumeRoleWithWebIdentity"):
+            return self.sts_refuse(400, "InvalidAction", "Could not find operation %s for version %s"
+                                   % (action, version))
+        if version is None:
+            return self.sts_refuse(400, "MissingParameter", "The request must contain the parameter Version")
+        if version != "2011-06-15":
+            return self.sts_refuse(400, "InvalidAction", "Could not find operation %s for version %s"
+                                   % (action, version))
+        for k in ["RoleArn", "RoleSessionName"] + (["WebIdentityToken"] if action != "AssumeRole" else []):
+            if k not in f:
+                return self.sts_refuse(400, "MissingParameter",
+                                       "The request must contain the parameter %s" % k)
+        arn, name = f["RoleArn"], f["RoleSessionName"]
+        if not 20 <= len(arn) <= 2048:
+            return self.sts_refuse(400, "ValidationError", "1 validation error detected: Value at 'roleArn' "
+                                   "failed to satisfy constraint: Member must have length between 20 and 2048")
+        if not SESSION_RE.match(name):
+            return self.sts_refuse(400, "ValidationError", "1 validation error detected: Value '%s' at "
+                                   "'roleSessionName' failed to satisfy constraint: Member must satisfy "
+                                   "regular expression pattern: [\\w+=,.@-]* and length 2..64" % name[:80])
+        if "DurationSeconds" in f and not (f["DurationSeconds"].isdigit() and
+                                           900 <= int(f["DurationSeconds"]) <= 43200):
+            return self.sts_refuse(400, "ValidationError", "1 validation error detected: Value at "
+                                   "'durationSeconds' failed to satisfy constraint: 900..43200")
+        if req.header("Authorization") is not None:
+            self.count("sts_signed")
+        if action == "AssumeRoleWithWebIdentity":
+            tok = f["WebIdentityToken"]
+            if not 4 <= len(tok) <= 20000:
+                return self.sts_refuse(400, "ValidationError", "1 validation error detected: Value at "
+                                       "'webIdentityToken' failed to satisfy constraint: length 4..20000")
+            with open(self.a.web_identity_token_file) as fh:
+                want = fh.read().strip()
+            if tok != want:
+                return self.sts_refuse(400, "InvalidIdentityToken",
+                                       "The web identity token that was passed could not be validated by AWS")
+        else:
+            if req.header("Authorization") is None:
+                return self.sts_refuse(403, "MissingAuthenticationToken", "Request is missing Authentication Token")
+            akid, secret = self.a.source_key.split(":", 1)
+            v = sigv4_module()
+            a = types.SimpleNamespace(access_key=akid, secret=secret, token=None, region=REGION,
+                                      service="sts", max_skew=300)
+            try:
+                v.Verifier.verify(types.SimpleNamespace(a=a), req)
+            except v.Reject as r:
+                code = "InvalidClientTokenId" if r.kind == "UnrecognizedClientException" else \
+                    "MissingAuthenticationToken" if r.kind.startswith("Missing") else "SignatureDoesNotMatch"
+                return self.sts_refuse(403, code, "The request signature we calculated does not match "
+                                       "the signature you provided" if code == "SignatureDoesNotMatch" else
+                                       "The security token included in the request is invalid")
+            ext = f.get("ExternalId")
+            if ext is not None and not EXTID_RE.match(ext):
+                return self.sts_refuse(400, "ValidationError", "1 validation error detected: Value at "
+                                       "'externalId' failed to satisfy constraint")
+            if self.a.external_id and ext != self.a.external_id:
+                return self.sts_refuse(403, "AccessDenied", "User: arn:aws:iam::000000000000:user/source is "
+                                       "not authorized to perform: sts:AssumeRole on resource: %s" % arn)
+        if arn != self.a.role_arn:
+            return self.sts_refuse(403, "AccessDenied", "Not authorized to perform sts:%s on %s" % (action, arn))
+        if self.fail:
+            return self.sts_refuse(self.fail, "InternalFailure", "failing on purpose (%d)" % self.fail)
+        s = self.current()
+        self.count("served")
+        role = arn.rsplit("/", 1)[-1]
+        body = ('<%sResponse xmlns="%s"><%sResult><AssumedRoleUser><Arn>arn:aws:sts::000000000000:'
+                'assumed-role/%s/%s</Arn><AssumedRoleId>AROA000000000000EXAMPLE:%s</AssumedRoleId>'
+                '</AssumedRoleUser><Credentials><AccessKeyId>%s</AccessKeyId><SecretAccessKey>%s'
+                '</SecretAccessKey><SessionToken>%s</SessionToken><Expiration>%s</Expiration>'
+                '</Credentials></%sResult><ResponseMetadata><RequestId>%s</RequestId>'
+                '</ResponseMetadata></%sResponse>' % (
+                    action, STS_NS, action, escape(role), escape(name), escape(name), s["AccessKeyId"],
+                    escape(s["SecretAccessKey"]), escape(s["Token"]), iso(s["Expiration"]), action,
+                    secrets.token_hex(16), action))
+        return proxylib.Response(200, body.encode(), [("Content-Type", "text/xml")])
 
     def imds(self, req, path):
         now = time.time()
@@ -226,10 +367,14 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file", default=None)
     ap.add_argument("--stats", default=None)
+    ap.add_argument("--role-arn", default=None)
+    ap.add_argument("--web-identity-token-file", default=None)
+    ap.add_argument("--source-key", default="AKIDSTSSOURCE000001:sts-source-secret")
+    ap.add_argument("--external-id", default=None)
     a = ap.parse_args()
     s = Standin(a)
     proxylib.serve(NAME, a.host, a.port, a.port_file, s.hook,
-                   "(IMDSv2 + container credentials; lifetime %g s, rotation %g s)" % (a.lifetime, a.rotate))
+                   "(IMDSv2, container credentials, STS; lifetime %g s, rotation %g s)" % (a.lifetime, a.rotate))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ env_clear(void)
 	    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
 	    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
 	    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_ROLE_ARN",
+	    "AWS_ROLE_SESSION_NAME",
 	    "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_EC2_METADATA_DISABLED",
 	    "AWS_EC2_METADATA_SERVICE_ENDPOINT", "OUTBOXD_ECS_ENDPOINT" };
 	size_t	i;
@@ -88,11 +89,17 @@ test_order(void **state)
 	setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/creds/x", 1);
 	assert_int_equal(pick(&c, d, sizeof d), CREDS_CONTAINER);
 	assert_non_null(strstr(d, "169.254.170.2"));
-	/* web identity over container: found, refused (STS) */
+	/* web identity over container: STS, which needs a region */
 	setenv("AWS_WEB_IDENTITY_TOKEN_FILE", "/t", 1);
 	setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/r", 1);
 	assert_int_equal(pick(&c, d, sizeof d), -1);
-	assert_non_null(strstr(d, "AssumeRoleWithWebIdentity"));
+	assert_non_null(strstr(d, "STS needs aws.region"));
+	c.aws.region = "eu-west-1";
+	c.aws.sts_endpoint = "https://sts.eu-west-1.amazonaws.com";
+	assert_int_equal(pick(&c, d, sizeof d), CREDS_WEB_IDENTITY);
+	assert_string_equal(d, "STS AssumeRoleWithWebIdentity, role "
+	    "arn:aws:iam::1:role/r, token file /t, "
+	    "https://sts.eu-west-1.amazonaws.com");
 	unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
 	/* profile over container */
 	put(cred_path, "[default]\naws_access_key_id = PKEY\n"
@@ -103,6 +110,16 @@ test_order(void **state)
 	setenv("AWS_ACCESS_KEY_ID", "EKEY", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "ESECRET", 1);
 	assert_int_equal(pick(&c, d, sizeof d), CREDS_ENV);
+	/* aws.role_arn on top of the source found */
+	c.aws.role_arn = "arn:aws:iam::2:role/x";
+	c.aws.external_id = "ext-9";
+	assert_int_equal(pick(&c, d, sizeof d), CREDS_ENV);
+	assert_string_equal(d, "static keys from AWS_ACCESS_KEY_ID and "
+	    "AWS_SECRET_ACCESS_KEY, then STS AssumeRole, role "
+	    "arn:aws:iam::2:role/x (aws.role_arn) with an external id");
+	assert_null(strstr(d, "ext-9"));
+	c.aws.role_arn = NULL;
+	c.aws.external_id = NULL;
 	/* the aws section over the environment */
 	c.aws.access_key_id = "CKEY";
 	c.aws.secret_access_key = "CSECRET";
@@ -127,7 +144,15 @@ test_profile(void **state)
 	    "[profile proc]\ncredential_process = /bin/echo '{}'\n"
 	    "region = ap-east-1\ns3 =\n  max_concurrent_requests = 2\n"
 	    "[profile role]\nrole_arn = arn:aws:iam::1:role/r\n"
-	    "source_profile = other\n");
+	    "source_profile = other\nexternal_id = ext-1\n"
+	    "[profile web]\nrole_arn = arn:aws:iam::1:role/w\n"
+	    "web_identity_token_file = /var/run/token\n"
+	    "role_session_name = pod-a\n"
+	    "[profile badsrc]\nrole_arn = arn:aws:iam::1:role/r\n"
+	    "source_profile = proc\n"
+	    "[profile nosrc]\nrole_arn = arn:aws:iam::1:role/r\n");
+	c.aws.region = "eu-west-1";
+	c.aws.sts_endpoint = "http://127.0.0.1:9";
 	c.aws.profile = "proc";
 	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
 	assert_int_equal(p.kind, CREDS_PROCESS);
@@ -145,9 +170,40 @@ test_profile(void **state)
 	assert_int_equal(p.kind, CREDS_PROFILE);
 	assert_string_equal(p.access_key_id, "O");
 	creds_plan_clear(&p);
+	/* role_arn + source_profile: AssumeRole signed with its keys */
 	c.aws.profile = "role";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.kind, CREDS_ASSUME_ROLE);
+	assert_string_equal(p.role_arn, "arn:aws:iam::1:role/r");
+	assert_string_equal(p.source_profile, "other");
+	assert_string_equal(p.access_key_id, "O");
+	assert_string_equal(p.secret_access_key, "OS");
+	assert_string_equal(p.external_id, "ext-1");
+	assert_string_equal(p.path, cred_path);
+	assert_string_equal(p.region, "eu-west-1");
+	assert_int_equal(strncmp(p.session_name, "outboxd-", 8), 0);
+	creds_plan_describe(&p, err, sizeof err);
+	assert_non_null(strstr(err, "STS AssumeRole, role "
+	    "arn:aws:iam::1:role/r, source profile other"));
+	assert_null(strstr(err, "OS"));
+	creds_plan_clear(&p);
+	/* role_arn + web_identity_token_file */
+	c.aws.profile = "web";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.kind, CREDS_WEB_IDENTITY);
+	assert_string_equal(p.token_file, "/var/run/token");
+	assert_string_equal(p.session_name, "pod-a");
+	assert_string_equal(p.sts_endpoint, "http://127.0.0.1:9");
+	creds_plan_clear(&p);
+	/* a source that is no static keys, no source at all: refused */
+	c.aws.profile = "badsrc";
 	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
-	assert_non_null(strstr(err, "STS AssumeRole"));
+	assert_non_null(strstr(err, "source_profile proc of AWS profile "
+	    "badsrc holds no aws_access_key_id"));
+	creds_plan_clear(&p);
+	c.aws.profile = "nosrc";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "without source_profile"));
 	creds_plan_clear(&p);
 	c.aws.profile = "missing";
 	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
