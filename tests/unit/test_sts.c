@@ -257,9 +257,11 @@ test_parse_refused(void **state)
 	refused(STS_ASSUME_ROLE, x, strlen(x), "twice");
 	free(x);
 	/* Credentials elsewhere than in the Result do not count */
-	x = replace(AR_OK, "<AssumeRoleResult>", "<Other>");
-	x = replace(x, "</AssumeRoleResult>", "</Other>");
+	big = replace(AR_OK, "<AssumeRoleResult>", "<Other>");
+	x = replace(big, "</AssumeRoleResult>", "</Other>");
+	free(big);
 	refused(STS_ASSUME_ROLE, x, strlen(x), "lacks");
+	free(x);
 	/* a token longer than STS_TEXT_MAX is refused, not cut */
 	n = STS_TEXT_MAX + 2;
 	big = malloc(n + 1);
