@@ -151,6 +151,7 @@ CONF_RANGE(conf_v_lease, 1000, 24L * 3600 * 1000)
 CONF_RANGE(conf_v_timeout, 100, 600L * 1000)
 CONF_RANGE(conf_v_wait, 0, 20)
 CONF_RANGE(conf_v_maxmsg, 1, 10)
+CONF_RANGE(conf_v_batches, 1, 16)
 CONF_RANGE(conf_v_shutdown, 0, 3600L * 1000)
 CONF_RANGE(conf_v_attempts, 1, 1000)
 CONF_RANGE(conf_v_backoff, 10, 24L * 3600 * 1000)
@@ -374,6 +375,7 @@ static cfg_opt_t consumer_opts[] = {
 	CFG_INT("workers", 1, CFGF_NONE),
 	CFG_INT("wait_time", 20, CFGF_NONE),
 	CFG_INT("max_messages", 10, CFGF_NONE),
+	CFG_INT("concurrency", 4, CFGF_NONE),
 	CFG_STR_LIST("event_types", "{order.created}", CFGF_NONE),
 	CFG_END()
 };
@@ -468,6 +470,7 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "consumer|workers", conf_v_workers);
 	cfg_set_validate_func(cfg, "consumer|wait_time", conf_v_wait);
 	cfg_set_validate_func(cfg, "consumer|max_messages", conf_v_maxmsg);
+	cfg_set_validate_func(cfg, "consumer|concurrency", conf_v_batches);
 	cfg_set_validate_func(cfg, "consumer|event_types", conf_v_event_types);
 	cfg_set_validate_func(cfg, "aws|endpoint_url", conf_check_url);
 	cfg_set_validate_func(cfg, "sqs|queue_url", conf_check_url);
@@ -638,6 +641,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->consumer.workers = cfg_getint(k, "workers");
 	c->consumer.wait_time = cfg_getint(k, "wait_time");
 	c->consumer.max_messages = cfg_getint(k, "max_messages");
+	c->consumer.concurrency = cfg_getint(k, "concurrency");
 	if (conf_fill_event_types(k, c, err, errlen) == -1)
 		return -1;
 

@@ -11,8 +11,17 @@
  * visibility timeout, and its redrive policy dead-letters a message that
  * keeps failing (e.g. a body that cannot be mapped).
  *
- * One batch at a time: receive, write every message concurrently, delete
- * the done ones with one DeleteMessageBatch, receive again.
+ * Up to consumer.concurrency batches in hand at once, one ReceiveMessage
+ * in flight: each batch writes its messages concurrently and deletes the
+ * done ones with one DeleteMessageBatch; the next receive starts as soon
+ * as the last one answered and there is room, so the writes of one batch
+ * overlap the receive and the delete of others.
+ *
+ * A PutItem that DynamoDB throttles (ProvisionedThroughputExceeded-
+ * Exception, ThrottlingException, RequestLimitExceeded) is retried with
+ * backoff (CONSUMER_PUT_TRIES in all), and no batch is received while the
+ * backoff runs: a throttled table gets fewer requests, not more.  Left
+ * throttled, the message stays in the queue for a later delivery.
  *
  * A queue may carry events of other types and other services: only a
  * message whose EventType attribute is one of consumer.event_types is
@@ -30,6 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/queue.h>
+
 #include <event2/event.h>
 #include <cjson/cJSON.h>
 
@@ -42,6 +53,7 @@
 #define CONSUMER_WRITE_TIMEOUT	10000L	/* ms per PutItem / delete */
 #define CONSUMER_POLL_MARGIN	10000L	/* ms on top of the long poll */
 #define CONSUMER_SHORT_POLL	1000L	/* ms between empty short polls */
+#define CONSUMER_PUT_TRIES	4	/* a throttled PutItem, in all */
 
 /* Event types skipped that a worker names in the log once each (more
  * are only counted), compared by their first CONSUMER_TYPE_SHOWN bytes. */
@@ -59,16 +71,25 @@ struct consumer_job {
 	struct consumer_batch	*batch;
 	int			 index;
 	int			 done;		/* written or already there */
+	int			 tries;		/* PutItems sent */
+	int			 throttled;	/* the last one was */
 	char			*order_id;
+	char			*put;		/* its PutItem body, kept for a
+						   retry; NULL when none is due */
+	size_t			 put_len;
 };
 
 struct consumer_batch {
+	TAILQ_ENTRY(consumer_batch) entry;
 	struct consumer		*c;
 	struct sqs_message	*msgs;
 	struct consumer_job	*jobs;
+	struct event		*retry;		/* backoff of throttled puts */
 	int			 n;
 	int			 pending;	/* PutItems in flight */
+	int			 deleting;	/* DeleteMessageBatch in flight */
 };
+TAILQ_HEAD(consumer_batches, consumer_batch);
 
 struct consumer {
 	struct conf		*conf;
@@ -76,9 +97,15 @@ struct consumer {
 	struct httpc		*hc;
 	struct event		*retry;		/* backoff before a receive */
 	struct event		*give_up;	/* stopping: the messages in hand */
-	struct consumer_batch	*batch;		/* messages in hand */
+	struct consumer_batches	 batches;	/* messages in hand */
+	int			 n_batches;
 	int			 receiving;	/* ReceiveMessage in flight */
+	int			 throttles;	/* throttled PutItems in a row */
+	int64_t			 throttled_until; /* µs, monotonic: no
+						   receive before */
 	int			 stopping;
+	int			 stop_deadline;	/* a stop, not a retirement:
+						   no waiting for a poll */
 	int			 fails;		/* receive failures in a row */
 	char			 last_error[256];
 	/* skipped event types already named in the log */
@@ -91,17 +118,35 @@ struct consumer {
 
 static void	consumer_receive(struct consumer *);
 static void	consumer_next(struct consumer *);
+static void	consumer_put(struct consumer_job *);
 
 static void
 consumer_batch_free(struct consumer_batch *b)
 {
 	int	i;
 
-	for (i = 0; i < b->n; i++)
+	for (i = 0; i < b->n; i++) {
 		free(b->jobs[i].order_id);
+		free(b->jobs[i].put);
+	}
 	free(b->jobs);
+	if (b->retry != NULL)
+		event_free(b->retry);
 	sqs_messages_free(b->msgs, b->n);
 	free(b);
+}
+
+/* The batch is done with (deleted, or given up to SQS's redelivery):
+ * free it and receive again if there is room. */
+static void
+consumer_batch_end(struct consumer_batch *b)
+{
+	struct consumer	*c = b->c;
+
+	TAILQ_REMOVE(&c->batches, b, entry);
+	c->n_batches--;
+	consumer_batch_free(b);
+	consumer_next(c);
 }
 
 /* Delay before receive attempt number fails+1: 100 ms doubling to 5 s,
@@ -153,7 +198,6 @@ static void
 consumer_deleted(const struct aws_result *res, void *arg)
 {
 	struct consumer_batch	*b = arg;
-	struct consumer		*c = b->c;
 	char			**errors;
 	int			 i, n = 0, k;
 
@@ -187,9 +231,7 @@ consumer_deleted(const struct aws_result *res, void *arg)
 			free(errors[k]);
 		free(errors);
 	}
-	c->batch = NULL;
-	consumer_batch_free(b);
-	consumer_next(c);
+	consumer_batch_end(b);
 }
 
 /* Every write of the batch has answered: delete the done messages. */
@@ -228,12 +270,82 @@ consumer_delete(struct consumer_batch *b)
 		goto end;
 	}
 	free(body);
+	b->deleting = 1;
 	return;
 
 end:
-	c->batch = NULL;
-	consumer_batch_free(b);
-	consumer_next(c);
+	consumer_batch_end(b);
+}
+
+/* DynamoDB's answer to too many requests (HTTP 400 with these types). */
+static int
+consumer_throttled(const struct aws_result *res)
+{
+	return (res->error_type != NULL &&
+	    (aws_throttled(res->error_type, NULL) ||
+	    strstr(res->error_type, "ProvisionedThroughputExceeded") != NULL ||
+	    strstr(res->error_type, "RequestLimitExceeded") != NULL));
+}
+
+/* The throttled puts' backoff ran out: send them again (or, stopping,
+ * give them up and delete what is done). */
+static void
+consumer_retry_puts_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct consumer_batch	*b = arg;
+	int			 i;
+
+	(void)fd;
+	(void)what;
+	for (i = 0; i < b->n; i++) {
+		if (!b->jobs[i].throttled)
+			continue;
+		b->jobs[i].throttled = 0;
+		if (b->c->stopping) {
+			free(b->jobs[i].put);
+			b->jobs[i].put = NULL;
+		} else
+			consumer_put(&b->jobs[i]);
+	}
+	if (b->pending == 0)
+		consumer_delete(b);
+}
+
+/*
+ * Every PutItem of the batch has answered.  Throttled ones with tries
+ * left wait out a backoff (and hold the next receive for as long);
+ * then the done messages are deleted.
+ */
+static void
+consumer_batch_written(struct consumer_batch *b)
+{
+	struct consumer	*c = b->c;
+	struct timeval	 tv;
+	long		 delay;
+	int		 i, again = 0;
+
+	for (i = 0; i < b->n; i++)
+		again += b->jobs[i].throttled;
+	if (again == 0 || c->stopping) {
+		consumer_delete(b);
+		return;
+	}
+	if (b->retry == NULL &&
+	    (b->retry = evtimer_new(c->base, consumer_retry_puts_cb, b)) ==
+	    NULL) {
+		log_warnx("cannot arm the PutItem retry: %d message(s) left "
+		    "for a later delivery", again);
+		consumer_delete(b);
+		return;
+	}
+	delay = consumer_backoff(c->throttles);
+	if (clock_mono_us() + delay * 1000 > c->throttled_until)
+		c->throttled_until = clock_mono_us() + delay * 1000;
+	log_limited(&consumer_put_limit, LOG_LEVEL_WARN, "DynamoDB throttled "
+	    "%d PutItem(s): retrying in %ld ms, no messages received "
+	    "meanwhile", again, delay);
+	tv = clock_tv(delay);
+	evtimer_add(b->retry, &tv);
 }
 
 static void
@@ -246,6 +358,12 @@ consumer_put_done(const struct aws_result *res, void *arg)
 	const char		*kv[] = { "order_id", job->order_id,
 				    "message_id", m->message_id, NULL };
 
+	if (res->ok || (res->error_type != NULL && strcmp(res->error_type,
+	    "ConditionalCheckFailedException") == 0)) {
+		free(job->put);
+		job->put = NULL;
+		b->c->throttles = 0;
+	}
 	if (res->ok) {
 		job->done = 1;
 		metrics_consumer(METRICS_CONSUMER_PROCESSED);
@@ -258,6 +376,9 @@ consumer_put_done(const struct aws_result *res, void *arg)
 		metrics_consumer(METRICS_CONSUMER_DUPLICATE);
 		log_kv(LOG_LEVEL_INFO, kv, "order already fulfilled "
 		    "(duplicate delivery)");
+	} else if (consumer_throttled(res) && job->tries < CONSUMER_PUT_TRIES) {
+		job->throttled = 1;
+		b->c->throttles++;
 	} else {
 		metrics_consumer(METRICS_CONSUMER_ERROR);
 		log_limited_kv(&consumer_put_limit, LOG_LEVEL_WARN, kv,
@@ -268,8 +389,34 @@ consumer_put_done(const struct aws_result *res, void *arg)
 		    res->error_type != NULL ? ": " : "",
 		    res->error_message != NULL ? res->error_message : "?");
 	}
+	if (!job->throttled) {
+		free(job->put);
+		job->put = NULL;
+	}
 	if (--b->pending == 0)
-		consumer_delete(b);
+		consumer_batch_written(b);
+}
+
+/* Send job's PutItem (job->put); on failure to start, the message is
+ * left for a later delivery. */
+static void
+consumer_put(struct consumer_job *job)
+{
+	struct consumer_batch	*b = job->batch;
+	struct consumer		*c = b->c;
+
+	job->tries++;
+	if (aws_call(c->hc, c->conf, AWS_DYNAMODB, "PutItem", job->put,
+	    job->put_len, CONSUMER_WRITE_TIMEOUT, consumer_put_done, job,
+	    NULL) == -1) {
+		metrics_consumer(METRICS_CONSUMER_ERROR);
+		log_kv(LOG_LEVEL_WARN, (const char *[]){ "order_id",
+		    job->order_id, NULL }, "PutItem not started, "
+		    "message left for a later attempt");
+		free(job->put);
+		job->put = NULL;
+	} else
+		b->pending++;
 }
 
 /* 1 if a message with this EventType attribute (NULL: none) is ours to
@@ -358,7 +505,8 @@ consumer_process(struct consumer *c, struct sqs_message *msgs, int n)
 	b->c = c;
 	b->msgs = msgs;
 	b->n = n;
-	c->batch = b;
+	TAILQ_INSERT_TAIL(&c->batches, b, entry);
+	c->n_batches++;
 
 	for (i = 0; i < n; i++) {
 		job = &b->jobs[i];
@@ -390,15 +538,9 @@ consumer_process(struct consumer *c, struct sqs_message *msgs, int n)
 			    job->order_id, NULL }, "cannot build PutItem");
 			continue;
 		}
-		if (aws_call(c->hc, c->conf, AWS_DYNAMODB, "PutItem", body, len,
-		    CONSUMER_WRITE_TIMEOUT, consumer_put_done, job, NULL) == -1) {
-			metrics_consumer(METRICS_CONSUMER_ERROR);
-			log_kv(LOG_LEVEL_WARN, (const char *[]){ "order_id",
-			    job->order_id, NULL }, "PutItem not started, "
-			    "message left for a later attempt");
-		} else
-			b->pending++;
-		free(body);
+		job->put = body;
+		job->put_len = len;
+		consumer_put(job);
 	}
 	if (b->pending == 0)
 		consumer_delete(b);
@@ -443,6 +585,7 @@ consumer_received(const struct aws_result *res, void *arg)
 	}
 	log_debug("received %d messages", n);
 	consumer_process(c, msgs, n);
+	consumer_next(c);
 }
 
 static void
@@ -469,12 +612,28 @@ consumer_receive(struct consumer *c)
 	c->receiving = 1;
 }
 
-/* Between batches: receive again, or end the loop when stopping. */
+/*
+ * Receive again if there is room for a batch, no receive is in flight or
+ * waiting out a backoff, and DynamoDB is not throttling us; stopping,
+ * end the loop once the last batch is done.
+ */
 static void
 consumer_next(struct consumer *c)
 {
+	struct timeval	tv;
+	int64_t		now;
+
 	if (c->stopping) {
-		event_base_loopbreak(c->base);
+		if (c->n_batches == 0 && (!c->receiving || c->stop_deadline))
+			event_base_loopbreak(c->base);
+		return;
+	}
+	if (c->receiving || evtimer_pending(c->retry, NULL) ||
+	    c->n_batches >= c->conf->consumer.concurrency)
+		return;
+	if ((now = clock_mono_us()) < c->throttled_until) {
+		tv = clock_tv((c->throttled_until - now + 999) / 1000);
+		evtimer_add(c->retry, &tv);
 		return;
 	}
 	consumer_receive(c);
@@ -493,25 +652,32 @@ consumer_give_up_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct consumer	*c = arg;
 
+	struct consumer_batch	*b;
+	int			 pending = 0, msgs = 0, deletes = 0;
+
 	(void)fd;
 	(void)what;
-	if (c->batch == NULL) {		/* finished in the same turn */
+	TAILQ_FOREACH(b, &c->batches, entry) {
+		pending += b->pending;
+		deletes += b->deleting;
+		msgs += b->n;
+	}
+	if (c->n_batches == 0) {	/* finished in the same turn */
 		event_base_loopbreak(c->base);
 		return;
 	}
-	/* None of the batch is deleted: all of it comes back, the items
+	/* None of these batches is deleted: all of it comes back, the items
 	 * written meanwhile as duplicate deliveries. */
-	if (c->batch->pending > 0)
+	if (pending > 0)
 		log_warnx("stopping with %d PutItem(s) of the %d message(s) in "
 		    "hand unanswered %ld ms after the stop signal: SQS delivers "
 		    "the messages again after the visibility timeout",
-		    c->batch->pending, c->batch->n,
-		    proc_give_up_ms(c->conf));
+		    pending, msgs, proc_give_up_ms(c->conf));
 	else
-		log_warnx("stopping with the DeleteMessageBatch of the %d "
+		log_warnx("stopping with %d DeleteMessageBatch(es) of the %d "
 		    "message(s) in hand unanswered %ld ms after the stop "
 		    "signal: SQS delivers them again after the visibility "
-		    "timeout (their items are written)", c->batch->n,
+		    "timeout (their items are written)", deletes, msgs,
 		    proc_give_up_ms(c->conf));
 	event_base_loopbreak(c->base);
 }
@@ -522,9 +688,11 @@ consumer_give_up_cb(evutil_socket_t fd, short what, void *arg)
 static void
 consumer_on_stop(void *arg, int deadline)
 {
-	struct consumer	*c = arg;
+	struct consumer		*c = arg;
+	struct consumer_batch	*b;
+	int			 msgs = 0;
 
-	if (c->batch == NULL && (deadline || !c->receiving)) {
+	if (c->n_batches == 0 && (deadline || !c->receiving)) {
 		/*
 		 * Only a long poll or a backoff wait: end now.  An abandoned
 		 * poll may still take a message, which SQS shows again after
@@ -539,20 +707,30 @@ consumer_on_stop(void *arg, int deadline)
 		return;
 	}
 	c->stopping = 1;
-	if (deadline && c->batch != NULL &&
+	c->stop_deadline = deadline;
+	evtimer_del(c->retry);
+	TAILQ_FOREACH(b, &c->batches, entry) {
+		msgs += b->n;
+		/* Throttled puts waiting for their retry: given up now. */
+		if (b->retry != NULL && evtimer_pending(b->retry, NULL)) {
+			evtimer_del(b->retry);
+			event_active(b->retry, EV_TIMEOUT, 0);
+		}
+	}
+	if (deadline && c->n_batches > 0 &&
 	    proc_give_up_arm(c->give_up, c->conf))
 		log_info("stopping after the %d message(s) in hand (giving "
-		    "them up after %ld ms)", c->batch->n,
-		    proc_give_up_ms(c->conf));
+		    "them up after %ld ms)", msgs, proc_give_up_ms(c->conf));
 }
 
 int
 consumer_main(struct conf *conf, int index)
 {
-	struct consumer	c;
-	char		types[512] = "";
-	size_t		off;
-	int		status = 1, i, n;
+	struct consumer		 c;
+	struct consumer_batch	*b;
+	char			 types[512] = "";
+	size_t			 off;
+	int			 status = 1, i, n;
 
 	log_init("consumer", index);
 	proc_set_title("outboxd: consumer %d", index);
@@ -560,6 +738,7 @@ consumer_main(struct conf *conf, int index)
 
 	memset(&c, 0, sizeof c);
 	c.conf = conf;
+	TAILQ_INIT(&c.batches);
 	if (conf->sqs_queue_url == NULL || conf->dynamodb_table == NULL) {
 		log_error("consumer needs sqs queue_url and dynamodb table");
 		return (OUTBOXD_EX_CONFIG);
@@ -582,10 +761,11 @@ consumer_main(struct conf *conf, int index)
 		    i > 0 ? ", " : "", conf->consumer.event_types[i]);
 		off = n < 0 ? sizeof types : off + (size_t)n;
 	}
-	log_info("consuming %s into table %s (wait %d s, up to %d messages; "
-	    "event types written: %s; others are skipped)",
-	    conf->sqs_queue_url, conf->dynamodb_table,
-	    conf->consumer.wait_time, conf->consumer.max_messages, types);
+	log_info("consuming %s into table %s (wait %d s, up to %d messages "
+	    "a batch, %d batches at once; event types written: %s; others "
+	    "are skipped)", conf->sqs_queue_url, conf->dynamodb_table,
+	    conf->consumer.wait_time, conf->consumer.max_messages,
+	    conf->consumer.concurrency, types);
 
 	/* Our own AWS credentials, fetched on our loop (creds.c); until
 	 * they come, ReceiveMessage is not started and retried with
@@ -608,8 +788,10 @@ out:
 	/* Aborts an abandoned long poll; no callback runs. */
 	httpc_free(c.hc);
 	creds_stop();
-	if (c.batch != NULL)
-		consumer_batch_free(c.batch);
+	while ((b = TAILQ_FIRST(&c.batches)) != NULL) {
+		TAILQ_REMOVE(&c.batches, b, entry);
+		consumer_batch_free(b);
+	}
 	if (c.retry != NULL)
 		event_free(c.retry);
 	if (c.give_up != NULL)

@@ -166,6 +166,8 @@ struct conf {
 		int	 workers;
 		int	 wait_time;		/* s, SQS long poll (0..20) */
 		int	 max_messages;		/* per ReceiveMessage (1..10) */
+		int	 concurrency;		/* batches in hand at once
+						   (1..16) */
 		char	**event_types;		/* EventType attributes written
 						   to DynamoDB; a message of
 						   any other type, or none, is
