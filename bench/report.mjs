@@ -133,6 +133,21 @@ for (const n of [1, 4]) {
   const r = ratio(val(e), val(single));
   row("B2 drain", `events/s, 20,000 rows → SQS + SNS + HTTP 204 sink in turn, ${n} relay${n > 1 ? "s" : ""} vs the SQS-only drain`, fmt(e), fmt(single), rfmt(r), "≥ 0.9×", r == null ? null : r >= 0.9, { key: `b2_multi_${n}`, value: val(e), peer_value: val(single), ratio_value: r });
 }
+// ---- B5 (issue 32) --------------------------------------------------------------------------
+// The consumer's drain of 20,000 queued messages against dynalite's raw conditional-PutItem
+// ceiling (wrk, 16 connections), taken before and after the drains: the higher of the two,
+// so that a ceiling measured while something else loaded the cores flatters nothing.
+{
+  const ceil = sel(ob, { bench: "ddb-ceiling" }).map((r) => r.per_s).filter((x) => typeof x === "number");
+  const c = ceil.length ? Math.max(...ceil) : null;
+  for (const [lbl, what, target] of [["workers-1", "default configuration (1 worker, 4 batches at once)", "≥ 70%"],
+    ["workers-2", "consumer.workers = 2", "≥ 70%"], ["workers-1-one-batch", "1 worker, consumer.concurrency = 1 (one batch at a time, as before)", "(info)"]]) {
+    const e = stat(ob, { bench: "b5", label: lbl }, "items_per_s");
+    if (val(e) == null) continue;
+    const r = ratio(val(e), c);
+    row("B5 consumer", `items/s, 20,000 queued messages → DynamoDB, ${what} vs dynalite's raw conditional-PutItem ceiling`, fmt(e), c == null ? "–" : `${num(c)} PutItem/s (${ceil.map(num).join(", ")})`, pct(r), target, target === "(info)" || r == null ? null : r >= 0.7, { key: `b5_${lbl}`, value: val(e), peer_value: c, ratio_value: r });
+  }
+}
 // ---- B3 -------------------------------------------------------------------------------------
 {
   const q = { bench: "b3-ack", label: "rate50" };

@@ -12,7 +12,8 @@
 #   --only LIST      run only these parts of outboxd's run, comma-separated: b1 (B1 and its
 #                    variants), keys (B1 ingest only with and without an Idempotency-Key
 #                    per request, also part of b1), ceiling (NOTIFY cost and pgbench), b2,
-#                    b3, b4; implies --outboxd-only.  For tuning; a run to report runs
+#                    b3, b4, b5 (the consumer drain and dynalite's PutItem ceiling);
+#                    implies --outboxd-only.  For tuning; a run to report runs
 #                    everything.
 #   --reps N         repetitions of each measured workload (3; 1 with --quick)
 #   --out DIR        results folder (bench/results/YYYYmmdd-HHMMSS)
@@ -297,6 +298,26 @@ if want b3; then
     ob env LABEL=rate50-handoff-off OB_HANDOFF=false ./b3-e2e.sh &&
       ob env LABEL=rate50-handoff-off "$BENCH/b3-ack.sh"
   done
+fi
+
+if want b5; then
+  # B5: 20,000 queued messages, the consumers alone until the queue is empty, beside
+  # dynalite's raw conditional-PutItem ceiling (wrk) measured before and after them.
+  say "emulators: dynalite's conditional-PutItem ceiling (wrk, 16 connections)"
+  ob env DUR=5 "$BENCH/ddb-ceiling.sh"
+  for r in $(seq "$REPS"); do
+    for v in "1 default" "2 default" "1 1"; do
+      set -- $v
+      say "outboxd: B5 consumer drain, consumer.workers = $1, concurrency $2 ($r/$REPS)"
+      if [ "$2" = default ]; then
+        ob env OB_CONSUMERS=$1 LABEL=workers-$1 B5_N=$B2_N "$BENCH/b5-consumer.sh"
+      else
+        ob env OB_CONSUMERS=$1 OB_CONSUMER_CONCURRENCY=$2 LABEL=workers-$1-one-batch B5_N=$B2_N \
+          "$BENCH/b5-consumer.sh"
+      fi
+    done
+  done
+  ob env DUR=5 "$BENCH/ddb-ceiling.sh"
 fi
 
 if want b4; then

@@ -26,6 +26,7 @@
 #                       queue (the default destination), the topic ("topic") and the
 #                       HTTP sink ("hook")
 #   OB_POLL_INTERVAL OB_BATCH_SIZE  relay settings            (unset: defaults 1000, 10)
+#   OB_CONSUMER_CONCURRENCY  consumer.concurrency          (unset: default 4)
 #   OB_WAKE             self | off | trigger                  (self)
 #       self:    the shipped design: sql/schema.sql's trigger skips outboxd's sessions
 #                (outboxd.notify = off) and each HTTP worker sends one NOTIFY per 5 ms
@@ -140,6 +141,7 @@ _ob_conf() { # FILE HTTP RELAYS CONSUMERS
     echo "consumer {"
     echo "  workers = $4"
     echo "  wait_time = 20"
+    [ -n "${OB_CONSUMER_CONCURRENCY:-}" ] && echo "  concurrency = $OB_CONSUMER_CONCURRENCY"
     echo "}"
     echo "aws {"
     echo "  region = \"$AWS_REGION\""
@@ -173,7 +175,7 @@ _ob_stop() {
 # Start the daemon with HTTP RELAYS CONSUMERS workers; wait until it serves (HTTP > 0)
 # or its relays are up.
 _ob_start() {
-  local h=$1 r=$2 c=$3 p ndest=1 want="$1 $2 $3 ${OB_SINK:-sqs} ${OB_WAKE:-self} ${OB_HANDOFF:-} ${OB_EXTRA_SQL:+extra}"
+  local h=$1 r=$2 c=$3 p ndest=1 want="$1 $2 $3 ${OB_SINK:-sqs} ${OB_WAKE:-self} ${OB_HANDOFF:-} ${OB_EXTRA_SQL:+extra} ${OB_CONSUMER_CONCURRENCY:-}"
   mkdir -p "$OB_RUN"
   [ "${OB_SINK:-sqs}" != multi ] || ndest=3
   if _ob_running && [ "$(cat "$OB_RUN/running" 2>/dev/null)" = "$want" ]; then return 0; fi
