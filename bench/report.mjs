@@ -148,6 +148,16 @@ for (const n of [1, 4]) {
     row("B5 consumer", `items/s, 20,000 queued messages → DynamoDB, ${what} vs dynalite's raw conditional-PutItem ceiling`, fmt(e), c == null ? "–" : `${num(c)} PutItem/s (${ceil.map(num).join(", ")})`, pct(r), target, target === "(info)" || r == null ? null : r >= 0.7, { key: `b5_${lbl}`, value: val(e), peer_value: c, ratio_value: r });
   }
 }
+// ---- B6 (issue 32) --------------------------------------------------------------------------
+{
+  const none = stat(ob, { bench: "b6", label: "none" }, "events_per_s");
+  const hot = stat(ob, { bench: "b6", label: "hot" }, "events_per_s");
+  if (val(hot) != null) {
+    const r = ratio(val(hot), val(none));
+    const held = sel(ob, { bench: "b6", label: "hot" }).map((x) => x.held);
+    row("B6 hot key", `events/s, 20,000 rows on fresh keys, 1 relay, behind 100,000 rows of one key whose head is dead-lettered (held: ${held.map(num).join(", ")}) vs without them`, fmt(hot), fmt(none), pct(r), "≥ 90%", r == null ? null : r >= 0.9, { key: "b6_hot", value: val(hot), peer_value: val(none), ratio_value: r });
+  }
+}
 // ---- B3 -------------------------------------------------------------------------------------
 {
   const q = { bench: "b3-ack", label: "rate50" };

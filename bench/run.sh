@@ -12,7 +12,8 @@
 #   --only LIST      run only these parts of outboxd's run, comma-separated: b1 (B1 and its
 #                    variants), keys (B1 ingest only with and without an Idempotency-Key
 #                    per request, also part of b1), ceiling (NOTIFY cost and pgbench), b2,
-#                    b3, b4, b5 (the consumer drain and dynalite's PutItem ceiling);
+#                    b3, b4, b5 (the consumer drain and dynalite's PutItem ceiling), b6
+#                    (the hot key);
 #                    implies --outboxd-only.  For tuning; a run to report runs
 #                    everything.
 #   --reps N         repetitions of each measured workload (3; 1 with --quick)
@@ -318,6 +319,16 @@ if want b5; then
     done
   done
   ob env DUR=5 "$BENCH/ddb-ceiling.sh"
+fi
+
+if want b6; then
+  # B6: the fresh keys' drain with 100,000 rows behind one dead-lettered head, and without.
+  for r in $(seq "$REPS"); do
+    say "outboxd: B6 fresh keys' drain, no hot key ($r/$REPS)"
+    ob env B6_HOT=0 LABEL=none "$BENCH/b6-hot-key.sh"
+    say "outboxd: B6 fresh keys' drain behind a hot key of 100,000 rows ($r/$REPS)"
+    ob env B6_HOT=${B6_HOT:-100000} LABEL=hot "$BENCH/b6-hot-key.sh"
+  done
 fi
 
 if want b4; then

@@ -53,6 +53,16 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS headers jsonb;
 -- another replay takes the row or retention deletes it.  The relay marks
 -- the message of a row that has one (Outbox-Replay: the id).
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS replay bigint;
+-- A pending row held behind its key's head while that head is failed or
+-- waits out a backoff: left out of outbox_ready_idx, so the claims do not
+-- step over a hot key's whole backlog one row at a time.  Set by the
+-- relay that records the head's failure; cleared for the next row in
+-- order by the mark that sends the head (so a hot key drains one ready
+-- row at a time), for all of them by a redrive, and by retention's pass
+-- for rows whose head is gone.  The row stays 'pending' for everything
+-- else.
+ALTER TABLE outbox ADD COLUMN IF NOT EXISTS held boolean NOT NULL
+	DEFAULT false;
 
 -- The rules a row's headers must keep (outbox(7), HEADERS), checked when
 -- the row is written, so that the application that wrote it hears of a
@@ -262,12 +272,24 @@ CREATE CONSTRAINT TRIGGER outbox_stamp AFTER INSERT ON outbox
 CREATE INDEX IF NOT EXISTS outbox_pending_idx
 	ON outbox (id) WHERE status = 'pending';
 
+-- The claims scan the rows they may take, pending and not held, in id
+-- order.
+CREATE INDEX IF NOT EXISTS outbox_ready_idx
+	ON outbox (id) WHERE status = 'pending' AND NOT held;
+
 -- A claim that leaves some destinations reads each of the others on its
 -- own (outbox_claim()); the named ones through this index.  Rows without
 -- a destination (POST /orders' own) are not in it and cost it nothing.
-CREATE INDEX IF NOT EXISTS outbox_pending_dest_idx
+-- (outbox_pending_dest_idx of earlier releases also held the held rows.)
+DROP INDEX IF EXISTS outbox_pending_dest_idx;
+CREATE INDEX IF NOT EXISTS outbox_ready_dest_idx
 	ON outbox (destination, id)
-	WHERE status = 'pending' AND destination IS NOT NULL;
+	WHERE status = 'pending' AND NOT held AND destination IS NOT NULL;
+
+-- The held rows of a key in the claims' order, to release the next one
+-- when its head is sent (and, for retention, those whose head is gone).
+CREATE INDEX IF NOT EXISTS outbox_held_idx
+	ON outbox (ordering_key, (coalesce(commit_seq, 0)), id) WHERE held;
 
 -- Per-key ordering looks up a row's unsent siblings.
 CREATE INDEX IF NOT EXISTS outbox_key_idx
@@ -351,7 +373,7 @@ CREATE TABLE IF NOT EXISTS outbox_paused_destinations (
 -- Relays claiming at the same time take different keys: step 1 takes a
 -- transaction-level advisory lock on each candidate's key and skips keys
 -- another relay holds; step 2 claims the candidates under row locks.
--- The scan must walk outbox_pending_idx in id order and stop at the
+-- The scan must walk outbox_ready_idx in id order and stop at the
 -- limit, whatever the statistics say: right after a backlog lands (a
 -- broker outage, a bulk insert) they still describe a small table, and the
 -- planner then reads every pending row with a bitmap scan, runs the NOT
@@ -429,7 +451,8 @@ BEGIN
 	IF cardinality(v_skip) = 0 THEN
 		FOR v_row, v_key IN
 			SELECT o.ctid, o.ordering_key FROM outbox o
-			WHERE o.status = 'pending' AND o.available_at <= now()
+			WHERE o.status = 'pending' AND NOT o.held
+			  AND o.available_at <= now()
 			  AND NOT EXISTS (SELECT 1 FROM outbox s
 				WHERE s.ordering_key = o.ordering_key
 				  AND s.id <> o.id AND s.status <> 'sent'
@@ -454,18 +477,18 @@ BEGIN
 		-- are due, so that one slow destination's backlog cannot make
 		-- every claim slow.  Each destination that is taken is read on
 		-- its own in id order -- the named ones through
-		-- outbox_pending_dest_idx, found with a skip scan of it, the
-		-- rows without one through outbox_pending_idx -- and the heads
+		-- outbox_ready_dest_idx, found with a skip scan of it, the
+		-- rows without one through outbox_ready_idx -- and the heads
 		-- of all of them are merged in id order.
 		FOR v_row, v_key IN
 			WITH RECURSIVE d(name) AS (
 				(SELECT o.destination FROM outbox o
-				WHERE o.status = 'pending'
+				WHERE o.status = 'pending' AND NOT o.held
 				  AND o.destination IS NOT NULL
 				ORDER BY o.destination LIMIT 1)
 				UNION ALL
 				SELECT (SELECT o.destination FROM outbox o
-					WHERE o.status = 'pending'
+					WHERE o.status = 'pending' AND NOT o.held
 					  AND o.destination > d.name
 					ORDER BY o.destination LIMIT 1)
 				FROM d WHERE d.name IS NOT NULL),
@@ -476,7 +499,7 @@ BEGIN
 				SELECT x.ctid, x.ordering_key, x.id
 				FROM t CROSS JOIN LATERAL (
 				SELECT o.ctid, o.ordering_key, o.id FROM outbox o
-				WHERE o.status = 'pending'
+				WHERE o.status = 'pending' AND NOT o.held
 				  AND o.destination = t.name
 				  AND o.available_at <= now()
 				  AND NOT EXISTS (SELECT 1 FROM outbox s
@@ -496,7 +519,7 @@ BEGIN
 				(SELECT o.ctid, o.ordering_key, o.id FROM outbox o
 				WHERE (p_default IS NULL OR
 				    p_default <> ALL (v_skip))
-				  AND o.status = 'pending'
+				  AND o.status = 'pending' AND NOT o.held
 				  AND o.destination IS NULL
 				  AND o.available_at <= now()
 				  AND NOT EXISTS (SELECT 1 FROM outbox s
@@ -550,6 +573,7 @@ BEGIN
 		SELECT c.ctid FROM outbox c
 		WHERE c.ctid = ANY (v_rows)
 		  AND coalesce(c.status, '') = 'pending'
+		  AND NOT coalesce(c.held, false)
 		  AND c.available_at <= now()
 		FOR UPDATE SKIP LOCKED))
 	RETURNING o.id, o.event_type, o.ordering_key, o.payload::text,

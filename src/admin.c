@@ -77,15 +77,22 @@ static const char admin_sql_failed[] =
 	"UPDATE outbox SET status = 'pending', attempts = 0, " \
 	"available_at = now(), claim = NULL WHERE status = 'failed' " \
 	"AND ($1::text IS NULL OR coalesce(destination, $2::text) = $1) "
+/* ... and the rows held behind the redriven ones (outbox.held) released:
+ * they follow their head again. */
+#define ADMIN_REDRIVE_RETURN \
+	"RETURNING id, ordering_key, destination), " \
+	"h AS (UPDATE outbox s SET held = false FROM r WHERE s.held " \
+	"AND s.ordering_key = r.ordering_key " \
+	"AND s.destination IS NOT DISTINCT FROM r.destination) " \
+	"SELECT id FROM r ORDER BY id"
 static const char admin_sql_redrive_all[] =
-	"WITH r AS (" ADMIN_REDRIVE_SET "RETURNING id) "
-	"SELECT id FROM r ORDER BY id";
+	"WITH r AS (" ADMIN_REDRIVE_SET ADMIN_REDRIVE_RETURN;
 static const char admin_sql_redrive_ids[] =
 	"WITH r AS (" ADMIN_REDRIVE_SET "AND id = ANY ($3::bigint[]) "
-	"RETURNING id) SELECT id FROM r ORDER BY id";
+	ADMIN_REDRIVE_RETURN;
 static const char admin_sql_redrive_type[] =
-	"WITH r AS (" ADMIN_REDRIVE_SET "AND event_type = $3 RETURNING id) "
-	"SELECT id FROM r ORDER BY id";
+	"WITH r AS (" ADMIN_REDRIVE_SET "AND event_type = $3 "
+	ADMIN_REDRIVE_RETURN;
 
 /*
  * Unsent rows and pauses by destination, $1 the default's name: name,

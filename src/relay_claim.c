@@ -43,6 +43,11 @@ static const char relay_claim_sql[] =
  * Rows $1 (bigint[]) sent, each if still under its claim $2, sent_at the
  * broker's answer $3 (us since the epoch).  Answers how many were marked
  * and, if $4, how many of those have rows of their key still waiting.
+ * The first row held behind each (outbox.held, see RELAY_HOLD_SQL) in
+ * the claims' order is released, and counts as waiting: a hot key's
+ * backlog comes back one ready row at a time, so no claim steps over the
+ * rest.  Keys with no held row cost one probe of the (then empty)
+ * outbox_held_idx.
  */
 static const char relay_mark_sql[] =
 	"WITH u AS ("
@@ -51,19 +56,42 @@ static const char relay_mark_sql[] =
 	"claim = NULL, attempts = o.attempts + 1, last_error = NULL "
 	"FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) "
 	"AS d(id, claim, ack) WHERE o.id = d.id AND o.claim = d.claim "
-	"RETURNING o.id, o.ordering_key) "
+	"RETURNING o.id, o.ordering_key, o.destination), "
+	"h AS (UPDATE outbox s SET held = false FROM u "
+	"WHERE s.id = (SELECT n.id FROM outbox n WHERE n.held "
+	"AND n.ordering_key = u.ordering_key "
+	"AND n.destination IS NOT DISTINCT FROM u.destination "
+	"ORDER BY coalesce(n.commit_seq, 0), n.id LIMIT 1) RETURNING 1) "
 	"SELECT count(*), count(*) FILTER (WHERE CASE WHEN $4::boolean "
 	"THEN EXISTS (SELECT 1 FROM outbox s WHERE s.ordering_key = "
-	"u.ordering_key AND s.status <> 'sent' AND s.id <> u.id) END) "
-	"FROM u";
+	"u.ordering_key AND s.status <> 'sent' AND s.id <> u.id) END) + "
+	"(SELECT count(*) FROM h) FROM u";
+
+/*
+ * A failed head holds back every other row of its key and destination
+ * (outbox_claim()'s order) until it is sent or redriven.  Left in the
+ * claims' index, those rows would be stepped over one by one by every
+ * claim: a hot key with a long backlog would slow every relay's claims
+ * for every other key.  So the record of a head's failure also holds
+ * them (outbox.held: out of outbox_ready_idx), when the head is
+ * dead-lettered or waits at least RELAY_HOLD_MS; the mark that sends
+ * the head, a redrive, or retention's sweep release them.
+ */
+#define RELAY_HOLD_MS		1000
+#define RELAY_HOLD_SQL \
+	"UPDATE outbox o SET held = true FROM h " \
+	"WHERE o.ordering_key = h.ordering_key " \
+	"AND o.destination IS NOT DISTINCT FROM h.destination " \
+	"AND o.id <> h.id AND o.status = 'pending' AND NOT o.held"
 
 /* Row $1, if still under claim $2, to the dead-letter state with last
- * error $3. */
+ * error $3; the rows of its key held. */
 static const char relay_fail_sql[] =
-	"UPDATE outbox SET "
+	"WITH h AS (UPDATE outbox SET "
 	"status = 'failed', claim = NULL, "
 	"attempts = attempts + 1, last_error = $3 "
-	"WHERE id = $1 AND claim = $2";
+	"WHERE id = $1 AND claim = $2 "
+	"RETURNING id, ordering_key, destination) " RELAY_HOLD_SQL;
 
 /* Row $1, if still under claim $2, retried in $4 ms, last error $3. */
 static const char relay_retry_sql[] =
@@ -72,6 +100,16 @@ static const char relay_retry_sql[] =
 	"last_error = $3, "
 	"available_at = now() + $4 * interval '1 ms' "
 	"WHERE id = $1 AND claim = $2";
+
+/* The same, with the rows of its key held (a wait of RELAY_HOLD_MS or
+ * more). */
+static const char relay_retry_hold_sql[] =
+	"WITH h AS (UPDATE outbox SET "
+	"claim = NULL, attempts = attempts + 1, "
+	"last_error = $3, "
+	"available_at = now() + $4 * interval '1 ms' "
+	"WHERE id = $1 AND claim = $2 "
+	"RETURNING id, ordering_key, destination) " RELAY_HOLD_SQL;
 
 /* Giving rows back is claim.c's claim_give_back_sql, shared with the
  * HTTP workers. */
@@ -395,15 +433,18 @@ relay_fail_record(struct relay *r, const struct relay_chunk *ch, int i)
 		res = relay_pg_exec(r, relay_fail_sql, 3, p,
 		    PGRES_COMMAND_OK);
 	} else {
+		long	wait = relay_backoff(r->conf, attempts,
+			    m->retry_after);
+
 		/* The sink has logged why, once per request. */
-		snprintf(delay, sizeof(delay), "%ld", relay_backoff(
-		    r->conf, attempts, m->retry_after));
+		snprintf(delay, sizeof(delay), "%ld", wait);
 		log_kv(LOG_LEVEL_DEBUG, (const char *[]){
 		    "outbox_id", id, "ordering_key", m->key, NULL },
 		    "attempt %d failed, retry in %s ms: %s", attempts,
 		    delay, err);
 		p[3] = delay;
-		res = relay_pg_exec(r, relay_retry_sql, 4, p,
+		res = relay_pg_exec(r, wait >= RELAY_HOLD_MS ?
+		    relay_retry_hold_sql : relay_retry_sql, 4, p,
 		    PGRES_COMMAND_OK);
 	}
 	if (res != NULL)

@@ -22,6 +22,11 @@
  * the HTTP workers no longer honour them (http_orders.c), and a day of
  * keyed orders would otherwise stay for ever.  A failed outbox delete
  * (a trigger of the user's refusing it, say) does not keep the keys.
+ *
+ * Last, each pass releases held rows (outbox.held) that nothing holds any
+ * more: the mark that sends a head and a redrive release its key's rows
+ * themselves, but a head deleted by hand (or by an older release) leaves
+ * them held; this finds them through outbox_held_idx.
  */
 #include "config.h"
 
@@ -50,7 +55,9 @@ struct retention {
 	PGresult		*res;		/* ... its result, once read */
 	int			 passing;	/* a pass is under way */
 	int			 busy;		/* a delete is in flight */
-	int			 keys;		/* the pass deletes keys now */
+	int			 keys;		/* the pass deletes keys now
+						   (1), releases held rows
+						   (2) */
 	int			 more;		/* ... and left outbox rows due */
 	int			 rounds;	/* statements this pass (and
 						   phase) */
@@ -129,6 +136,17 @@ retention_keys_next(struct retention *rt, int more)
 		retention_send(rt);
 }
 
+/* The keys are done: on to the held rows, one statement. */
+static void
+retention_held_next(struct retention *rt)
+{
+	rt->keys = 2;
+	if (rt->stopping)
+		retention_end(rt, rt->more);
+	else
+		retention_send(rt);
+}
+
 /* A delete's answer: go on with the pass or end it.  A failure is logged
  * and ends its part of the pass; a broken connection is opened again by
  * the next. */
@@ -140,8 +158,9 @@ retention_done(struct retention *rt, PGresult *res)
 
 	rt->busy = 0;
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-		log_error("retention: delete %sfailed: %s", rt->keys ?
-		    "of idempotency keys " : "",
+		log_error("retention: %s failed: %s", rt->keys == 2 ?
+		    "releasing held rows" : rt->keys ?
+		    "delete of idempotency keys" : "delete",
 		    db_result_error(buf, sizeof(buf), res, rt->conn));
 		metrics_retention(1, 0);
 		if (PQstatus(rt->conn) != CONNECTION_OK) {
@@ -149,11 +168,20 @@ retention_done(struct retention *rt, PGresult *res)
 			retention_end(rt, 0);
 		} else if (!rt->keys)
 			retention_keys_next(rt, 0);
+		else if (rt->keys == 1)
+			retention_held_next(rt);
 		else
 			retention_end(rt, rt->more);
 		return;
 	}
 	n = atoi(PQcmdTuples(res));
+	if (rt->keys == 2) {
+		if (n > 0)
+			log_warnx("retention: released %d held row(s) whose "
+			    "head is gone (deleted by hand?)", n);
+		retention_end(rt, rt->more);
+		return;
+	}
 	if (rt->keys)
 		rt->total_keys += n;	/* not sent rows: not in the metric */
 	else {
@@ -165,8 +193,10 @@ retention_done(struct retention *rt, PGresult *res)
 		retention_send(rt);
 	else if (!rt->keys)
 		retention_keys_next(rt, n == RETENTION_BATCH);
-	else
-		retention_end(rt, rt->more || n == RETENTION_BATCH);
+	else {
+		rt->more = rt->more || n == RETENTION_BATCH;
+		retention_held_next(rt);
+	}
 }
 
 static void
@@ -207,6 +237,15 @@ static const char retention_sql_keys[] =
 	"WHERE created_at <= now() - $1 * interval '1 second' "
 	"ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)";
 
+/* Held rows with no unsent, unheld row of their key and destination left
+ * to hold them. */
+static const char retention_sql_held[] =
+	"UPDATE outbox o SET held = false WHERE o.held "
+	"AND NOT EXISTS (SELECT 1 FROM outbox s "
+	"WHERE s.ordering_key = o.ordering_key "
+	"AND s.destination IS NOT DISTINCT FROM o.destination "
+	"AND s.id <> o.id AND s.status <> 'sent' AND NOT s.held)";
+
 /* Send the pass's next delete without waiting; retention_on_conn() reads
  * its answer. */
 static void
@@ -220,6 +259,15 @@ retention_send(struct retention *rt)
 	snprintf(lim, sizeof(lim), "%d", RETENTION_BATCH);
 	p[0] = age;
 	p[1] = lim;
+	if (rt->keys == 2) {
+		if (!PQsendQueryParams(rt->conn, retention_sql_held, 0, NULL,
+		    NULL, NULL, NULL, 0)) {
+			retention_lost(rt);
+			return;
+		}
+		rt->busy = 1;
+		return;
+	}
 	if (!PQsendQueryParams(rt->conn, rt->keys ? retention_sql_keys :
 	    "DELETE FROM outbox "
 	    "WHERE id IN (SELECT id FROM outbox WHERE status = 'sent' AND "

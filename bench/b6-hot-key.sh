@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# b6-hot-key.sh -- B6 (issue 32): a hot key.  B6_HOT rows (100,000) behind one ordering key
+# whose head can never be published (a payload over relay.max_message_size: the relay
+# dead-letters it at its first claim and holds the key's rows), plus B2_N rows (20,000) on
+# fresh keys inserted after them; one relay is started and timed until the fresh keys'
+# rows are all sent -> their events/s ("hot").  Run twice by bench/run.sh: with the hot key
+# and without it ("none"), same rows otherwise.
+# env: B6_HOT (100000; 0 = no hot key), B2_N (20000), B6_MAX_S (180), LABEL, RESULTS_FILE
+set -euo pipefail
+source "${WL:?WL: the workload folder (peers/bench copy)}/lib.sh"; IMPL=${IMPL:-$WL/impl/outboxd.sh}; load_impl
+HOT=${B6_HOT:-100000} N=${B2_N:-20000} MAX=${B6_MAX_S:-180}
+FRESH_PENDING="select count(*) from outbox where status = 'pending' and ordering_key <> 'b6-hot'"
+impl_reset >/dev/null
+impl_consumers_stop
+if [ "$HOT" -gt 0 ]; then
+  sql -c "insert into outbox (event_type, ordering_key, payload)
+    select 'order.created', 'b6-hot', json_build_object('seq', 0, 'pad', repeat('x', 300000))" >/dev/null
+  sql -c "insert into outbox (event_type, ordering_key, payload)
+    select 'order.created', 'b6-hot', json_build_object('seq', g) from generate_series(1, $HOT) g" >/dev/null
+fi
+sql -v n="$N" <<<"$B2_INSERT_SQL" >/dev/null
+sql -c "analyze outbox" >/dev/null
+p0=$(sql -c "$FRESH_PENDING")
+t0=$(now); impl_relays_start 1
+while :; do
+  p=$(sql -c "$FRESH_PENDING"); t=$(now); el=$(fsub "$t" "$t0")
+  [ "$p" = 0 ] && break
+  awk -v e="$el" -v m="$MAX" 'BEGIN{exit !(e>=m)}' && break
+  sleep 0.1
+done
+held=$(sql -c "select count(*) filter (where held) || ' ' || count(*) filter (where status = 'failed') from outbox where ordering_key = 'b6-hot'" 2>/dev/null || echo "0 0")
+impl_relays_stop
+result "$(jq -cn --arg impl "$IMPL_NAME" --arg lbl "${LABEL:-}" --argjson hot "$HOT" --argjson n "$p0" --argjson el "$el" \
+  --argjson left "$p" --arg held "$held" \
+  '{bench:"b6",impl:$impl,label:$lbl,hot_rows:$hot,fresh_rows:$n,left:$left,elapsed_s:$el,
+    events_per_s:((($n-$left)/$el*10|round)/10),held:($held|split(" ")[0]|tonumber),
+    head_failed:($held|split(" ")[1]|tonumber),complete:($left==0)}')"
