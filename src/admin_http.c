@@ -93,7 +93,7 @@ admin_send(struct evhttp_request *req, int code, const char *body)
 	evbuffer_add(evhttp_request_get_output_buffer(req), "\n", 1);
 	http_guard_request_end(&admin_self->guard, req);
 	admin_self->guard.replying = 1;	/* ours, not an evhttp page */
-	evhttp_send_reply(req, code, NULL, NULL);
+	evhttp_send_reply(req, code, http_reason(code), NULL);
 	admin_self->guard.replying = 0;
 }
 

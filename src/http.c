@@ -184,7 +184,7 @@ http_reply(struct http_worker *w, struct evhttp_request *req, int code,
 		w->unflushed++;
 	}
 	w->guard.replying = 1;	/* this output is ours, not evhttp's */
-	evhttp_send_reply(req, code, NULL, NULL);
+	evhttp_send_reply(req, code, http_reason(code), NULL);
 	w->guard.replying = 0;
 	if (--w->inflight == 0)
 		http_exit_if_done(w);

@@ -23,6 +23,25 @@ struct evhttp_bound_socket;
 struct evhttp_request;
 struct http_conn;
 
+/*
+ * The reason phrase for a status libevent's table lacks (for 422 and 429
+ * it says "Client Error"), for evhttp_send_reply(); NULL: libevent's
+ * own.  RFC 9110 15.5.21 (422), RFC 6585 4 and 5 (429, 431).
+ */
+static inline const char *
+http_reason(int code)
+{
+	switch (code) {
+	case 422:
+		return "Unprocessable Content";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	}
+	return NULL;
+}
+
 /* What the framer lets through (414, 431; a trailer gets the header
  * section's limit of its own; bodies: http_guard.max_body, 413). */
 #define HTTP_LINE_MAX		8192	/* request line */

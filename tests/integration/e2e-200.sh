@@ -125,6 +125,8 @@ CREATE TRIGGER e2e_refuse_why BEFORE INSERT ON orders
 FOR EACH ROW WHEN (NEW.customer_id IN ('refused-why', 'refused-empty', 'refused-blank')) EXECUTE FUNCTION e2e_refuse_why();"
 post_order refused-why 8
 check_eq "an order a trigger refuses with a DETAIL and a HINT: HTTP status" 422 "$HTTP_STATUS"
+check_eq "  ... with its reason phrase (not libevent's \"Client Error\")" "HTTP/1.1 422 Unprocessable Content" \
+	"$(head -1 "$T_DIR/http.hdr" | tr -d '\r')"
 check "  ... the body carries both" jq_true '.error == "order_refused" and
 	.message == "the database refused the order: customer is blocked" and
 	.detail == "customer refused-why is on the block list" and .hint == "ask support to unblock"' "$HTTP_BODY"
