@@ -267,7 +267,8 @@ sink_pubsub_publish(struct httpc *hc, struct sink_target *t,
 	w->hc = hc;
 	w->call = call;
 	rv = gcp_auth_token(hc, d->timeout > 0 ? d->timeout :
-	    SINK_PUBSUB_TIMEOUT, &token, sink_pubsub_token, w,
+	    SINK_PUBSUB_TIMEOUT, t->conf->pubsub.adc_file, &token,
+	    sink_pubsub_token, w,
 	    sink_pubsub_wait_free);
 	if (rv == 0)
 		return 0;	/* w is gcp_auth.c's now */
