@@ -70,7 +70,8 @@ Every publish request is appended to --record: {"t", "path", "topic",
 "auth" (the Authorization header or null), "status", "messages" (as
 accepted, with "messageId")}.
 Control: POST /__control {"fail": {"mode": "500"|"429"|"UNAVAILABLE",
-"seconds": S}} fails every publish that long; {"create": "P/T"} makes a
+"seconds": S, "topic": "P/T" (optional: only that topic's)}} fails every
+publish that long; {"create": "P/T"} makes a
 topic; {"subjects": {"LABEL": TOKEN, ...}} replaces the subject tokens the
 STS takes (and /subject serves the last); {"token_ttl": S} changes the
 tokens' life.  GET /__control: stats (requests, by_status, tokens,
@@ -134,6 +135,7 @@ class Standin:
         self.last_subject = None
         self.fail_mode = None
         self.fail_until = 0.0
+        self.fail_topic = None
         self.next_id = 1
         self.stats = {"requests": 0, "by_status": {}, "tokens": 0,
                       "by_kind": {}, "sts_by_subject": {}, "refused": {},
@@ -442,7 +444,7 @@ class Standin:
             why = self.check_auth(req)
             if why:
                 resp, accepted = gerror("UNAUTHENTICATED", why), []
-            elif now < self.fail_until:
+            elif now < self.fail_until and self.fail_topic in (None, topic):
                 mode = self.fail_mode
                 resp = (gerror("UNAVAILABLE", "The service is currently unavailable.") if mode == "UNAVAILABLE"
                         else gerror("RESOURCE_EXHAUSTED", "Quota exceeded.") if mode == "429"
@@ -485,6 +487,7 @@ class Standin:
                 if "fail" in c:
                     self.fail_mode = str(c["fail"]["mode"])
                     self.fail_until = time.time() + float(c["fail"]["seconds"])
+                    self.fail_topic = c["fail"].get("topic")
                 if "create" in c:
                     self.topics.add(c["create"])
                 if "subjects" in c:
