@@ -12,11 +12,14 @@
 #      429, then UNAVAILABLE for ~21 s: retried, and per row: sent, tried
 #      more than once, accepted by the stand-in exactly once.
 #   3. Inside that outage too: a missing topic: its rows failed with
-#      Google's NOT_FOUND message, the other destinations unaffected;
-#      redrive after the topic exists delivers them.
+#      Google's NOT_FOUND message, the other destinations unaffected, the
+#      later rows of a failed row's ordering key held back unsent (the
+#      "paused" key); redrive after the topic exists delivers them, the
+#      held rows after it in order.
 #   4. The metadata server (no key file): events delivered; an idle
 #      relay's token is renewed by its timer, before any publish needs it.
-#   5. PUBSUB_EMULATOR_HOST: delivered without an Authorization header.
+#   5. PUBSUB_EMULATOR_HOST: delivered without an Authorization header;
+#      this is outbox.conf(5)'s worked example, run as written there.
 # Parts 1 to 3 overlap (one outboxd, the outage on its own topic), so that
 # the outage's 21 s are the whole wait of all three.
 # Neither key nor token appears in outboxd's log.
@@ -67,6 +70,7 @@ destination ghost {
 	sink = "pubsub"
 	project = "test-proj"
 	topic = "ghost"
+	ordering = true
 }
 
 destination flaky {
@@ -78,6 +82,9 @@ destination flaky {
 CONF
 export GOOGLE_APPLICATION_CREDENTIALS=$T_DIR/sa.json
 unset PUBSUB_EMULATOR_HOST GCE_METADATA_HOST
+"$T_ROOT/outboxd" -t -c "$T_DIR/outbox.conf" >"$T_DIR/t.out" 2>&1 || true
+check "outboxd -t names the service account and its key file" grep -qxF \
+	"Google credentials: service account $EMAIL, tokens from $PS/token (GOOGLE_APPLICATION_CREDENTIALS=$T_DIR/sa.json)" "$T_DIR/t.out"
 outboxd_start "$T_DIR/outbox.conf"
 
 # 2. ~21 s of failures on the flaky topic: 500, 429, UNAVAILABLE, in the
@@ -157,19 +164,27 @@ check "the flaky topic's outage was still on after the load" kill -0 "$FAULTS"
 sql "INSERT INTO outbox (event_type, ordering_key, payload, destination)
 	SELECT 'ps.ghost', 'g' || i, json_build_object('n', i), 'ghost' FROM generate_series(1, 5) i"
 sql "INSERT INTO outbox (event_type, ordering_key, payload, destination) VALUES ('ps.ok', 'x', '{}', 'audit')"
+# Pub/Sub's paused ordering key: g1's later rows wait, unsent, while g1
+# fails and once it has failed; its redrive resumes them, in order.
+sql "INSERT INTO outbox (event_type, ordering_key, payload, destination)
+	SELECT 'ps.ghost-later', 'g1', json_build_object('later', i), 'ghost' FROM generate_series(1, 2) i"
 _failed() { [ "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND status = 'failed'")" = 5 ]; }
 wait_until 15 "ghost rows failed" _failed || true
 check_eq "ghost rows failed" 5 "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND status = 'failed'")"
 check "last_error holds Google's message" \
 	test "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND last_error LIKE '%NOT_FOUND%Resource not found (resource=ghost)%'")" = 5
+check_eq "g1's later rows held back, never tried, while g1 is failed" "pending 0|pending 0" \
+	"$(sql "SELECT string_agg(status || ' ' || attempts, '|' ORDER BY id) FROM outbox WHERE event_type = 'ps.ghost-later'")"
 check_eq "the audit row beside them sent" 1 "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.ok' AND status = 'sent'")"
 curl -fsS -o /dev/null -X POST "$PS/__control" --data-binary '{"create": "test-proj/ghost"}'
-for id in $(sql "SELECT id FROM outbox WHERE destination = 'ghost'"); do
+for id in $(sql "SELECT id FROM outbox WHERE destination = 'ghost' AND status = 'failed'"); do
 	"$T_ROOT/outboxctl" -c "$T_DIR/outbox.conf" redrive "$id" >>"$T_DIR/redrive.out" 2>&1 || fail "outboxctl redrive $id"
 done
-_ghost_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND status = 'sent'")" = 5 ]; }
+_ghost_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND status = 'sent'")" = 7 ]; }
 wait_until 15 "redriven rows sent" _ghost_sent || true
-check_eq "redriven ghost rows sent" 5 "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND status = 'sent'")"
+check_eq "redriven ghost rows sent, and g1's later rows after them" 7 "$(sql "SELECT count(*) FROM outbox WHERE destination = 'ghost' AND status = 'sent'")"
+check_eq "the ghost topic's g1 messages in order: the redriven one, then the later ones" '{"n":1} {"later":1} {"later":2}' \
+	"$(jq -r 'select(.topic == "test-proj/ghost" and .status == 200) | .messages[] | select(.orderingKey == "g1") | .data | @base64d' "$REC" | jq -c . | paste -sd ' ')"
 check "the ghost rows failed and were redriven while the flaky topic failed" kill -0 "$FAULTS"
 
 # 2, the end: the outage is over; every flaky row delivered once.
@@ -218,16 +233,29 @@ check_eq "rows sent with metadata-server tokens, after the idle spell too" 2 \
 outboxd_stop
 unset GCE_METADATA_HOST
 
-# 5. The emulator: no credentials at all.
+# 5. The emulator: no credentials at all; outbox.conf(5)'s worked
+# example as it is written there (its file, the topic made with PUT, its
+# INSERT), with the stack's database and port.
 proxy_start pubsub-emu pubsub-standin.py --record "$T_DIR/emu.jsonl" --pubkey "$T_DIR/sa.pub" \
-	--client-email "$EMAIL" --emulator --topic test-proj/audit
+	--client-email "$EMAIL" --emulator
+awk '/^A complete file$/ { f = 1 } f && /^\.Bd -literal/ { p = 1; next } p && /^\.Ed/ { exit } p' \
+	"$T_ROOT/man/outbox.conf.5" | sed "s|^database = .*|database = \"$DATABASE_URL\"|" >"$T_DIR/example.conf"
+echo "http { listen = \"127.0.0.1:$HTTP_PORT\" }" >>"$T_DIR/example.conf"
+check "the worked example's file was found in outbox.conf(5)" grep -q '^destination events {' "$T_DIR/example.conf"
+check "the worked example's curl PUT makes the topic" \
+	curl -fsS -o /dev/null -X PUT "http://127.0.0.1:$PROXY_PORT/v1/projects/acme-prod/topics/order-events"
 export PUBSUB_EMULATOR_HOST=127.0.0.1:$PROXY_PORT
-outboxd_start "$T_DIR/outbox.conf" outboxd-emu
-sql "INSERT INTO outbox (event_type, ordering_key, payload, destination) VALUES ('ps.emu', 'e', '{\"e\": 1}', 'audit')"
-_emu() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.emu' AND status = 'sent'")" = 1 ]; }
+"$T_ROOT/outboxd" -t -c "$T_DIR/example.conf" >"$T_DIR/example-t.out" 2>&1 || true
+check "the worked example's file passes outboxd -t" grep -q "configuration OK" "$T_DIR/example-t.out"
+outboxd_start "$T_DIR/example.conf" outboxd-emu
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+    VALUES ('order.created', 'o-1', '{\"orderId\": \"o-1\"}')"
+_emu() { [ "$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'o-1' AND status = 'sent'")" = 1 ]; }
 wait_until 15 "sent to the emulator" _emu || true
-check_eq "sent to the emulator" 1 "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'ps.emu' AND status = 'sent'")"
+check_eq "sent to the emulator" 1 "$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'o-1' AND status = 'sent'")"
+check_eq "the example's message: data, attributes, orderingKey" \
+	'{"a":{"EventType":"order.created"},"d":"{\"orderId\": \"o-1\"}","k":"o-1","t":"acme-prod/order-events"}' \
+	"$(jq -cS 'select(.status == 200) | {t: .topic} + (.messages[] | {d: (.data | @base64d), a: .attributes, k: .orderingKey})' "$T_DIR/emu.jsonl")"
 check_eq "emulator requests with an Authorization header" 0 "$(jq -s '[.[] | select(.auth != null)] | length' "$T_DIR/emu.jsonl")"
 outboxd_stop
 unset PUBSUB_EMULATOR_HOST
-

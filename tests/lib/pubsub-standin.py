@@ -15,7 +15,11 @@ service refuses:
     string of at most 1024 bytes; a message needs data or attributes.  An
     unknown topic is 404 NOT_FOUND "Resource not found (resource=T).";
     without a valid bearer token 401 UNAUTHENTICATED (an expired one
-    too).  Errors are Google's JSON {"error": {"code", "message",
+    too).
+  projects.topics.create: PUT /v1/projects/P/topics/T, body empty or a
+    JSON object (Topic), the same authentication; 409 ALREADY_EXISTS
+    "Topic already exists" if it does; answers {"name":
+    "projects/P/topics/T"}.  Errors are Google's JSON {"error": {"code", "message",
     "status"}}.  The answer is {"messageIds": [...]}.
   OAuth 2.0 for Server to Server Applications: POST /token, form body
     grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=JWT;
@@ -430,9 +434,31 @@ class Standin:
                 return "Some messages are empty: they need data or attributes."
         return msgs
 
+    def create(self, req, p):
+        topic = p[3] + "/" + p[5]
+        with self.lock:
+            why = self.check_auth(req)
+            if why:
+                return gerror("UNAUTHENTICATED", why)
+            try:
+                if req.body and not isinstance(json.loads(req.body), dict):
+                    raise ValueError
+            except ValueError:
+                return gerror("INVALID_ARGUMENT", "Invalid JSON payload received.")
+            if topic in self.topics:
+                return proxylib.json_response(409, {"error": {
+                    "code": 409, "message": "Topic already exists", "status": "ALREADY_EXISTS"}},
+                    "application/json; charset=UTF-8")
+            self.topics.add(topic)
+        return proxylib.json_response(200, {"name": "projects/%s/topics/%s" % (p[3], p[5])},
+                                      "application/json; charset=UTF-8")
+
     def publish(self, req):
         path = req.path
         p = path.split("/")
+        if req.method == "PUT" and len(p) == 6 and p[1] == "v1" and p[2] == "projects" \
+                and p[4] == "topics" and ":" not in p[5]:
+            return self.create(req, p)
         # /v1/projects/P/topics/T:publish
         if req.method != "POST" or len(p) != 6 or p[1] != "v1" or p[2] != "projects" \
                 or p[4] != "topics" or not p[5].endswith(":publish"):
