@@ -22,6 +22,7 @@
 # No token, refresh token, client secret or subject token in any log, the
 # metrics page or a row's last_error.
 . "$(dirname "$0")/../lib/common.sh"
+. "$T_LIB/pubsub-lib.sh"
 test_init
 need_binaries
 stack_up
@@ -38,39 +39,15 @@ SUB3=subject-url-$RANDOM$RANDOM
 STSSECRET=sts-secret-$RANDOM$RANDOM
 printf '%s\n' "$SECRET" "$REFRESH" "$SUB1" "$SUB2" "$SUB3" "$STSSECRET" >"$T_DIR/secrets"
 # The key is only the stand-in's --pubkey: no JWT flow here.
-openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$T_DIR/sa.pem" 2>/dev/null ||
-	die "openssl genpkey failed"
-openssl pkey -in "$T_DIR/sa.pem" -pubout -out "$T_DIR/sa.pub" 2>/dev/null || die "openssl pkey failed"
+pubsub_key
 proxy_start pubsub pubsub-standin.py --record "$REC" --pubkey "$T_DIR/sa.pub" \
 	--client-email "$IMP" --token-ttl $TTL --topic test-proj/orders --topic test-proj/audit \
 	--client-id cid.apps.googleusercontent.com --client-secret "$SECRET" --refresh-token "$REFRESH" \
 	--audience "$AUD" --impersonate "$IMP"
 PS=http://127.0.0.1:$PROXY_PORT
 
-# conf_for ENDPOINT FILE: two Pub/Sub destinations, no SQS default.
-conf_for() {
-	OB_CONSUMER_WORKERS=0 OB_HTTP_WORKERS=1 OB_POLL_INTERVAL=100 outbox_conf_write "$2"
-	sed -i "s/^relay {/relay {\n\tbackoff_base = 200\n\tbackoff_max = 1000\n\tmax_attempts = 1000\n\tdefault_destination = \"audit\"/" "$2"
-	cat >>"$2" <<CONF
-
-pubsub { endpoint_url = "$1" }
-
-destination orders {
-	sink = "pubsub"
-	project = "test-proj"
-	topic = "orders"
-	ordering = true
-	timeout = 3000
-}
-
-destination audit {
-	sink = "pubsub"
-	project = "test-proj"
-	topic = "audit"
-	timeout = 3000
-}
-CONF
-}
+# conf_for ENDPOINT FILE: two Pub/Sub destinations (and the stack's SQS).
+conf_for() { OB_HTTP_WORKERS=1 OB_POLL_INTERVAL=100 pubsub_conf "$2" "$1"; }
 conf_for "$PS" "$T_DIR/outbox.conf"
 unset GOOGLE_APPLICATION_CREDENTIALS PUBSUB_EMULATOR_HOST GCE_METADATA_HOST CLOUDSDK_CONFIG
 # Nothing may reach a real metadata server if a part goes wrong.
