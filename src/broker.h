@@ -584,15 +584,11 @@ char		*gcp_jwt_assertion(const struct gcp_sa_key *k, int64_t now_s);
 char		*gcp_token_parse(const char *body, size_t len,
 		    long *expires_in);
 
+/* Wipe and free a secret's text (NULL: nothing). */
+void		 gcp_free_secret(char *s);
 /* 1 if t can be an access token: 1 to 4096 bytes of the characters an
  * HTTP header's bearer token may hold (RFC 6750, 2.1). */
 int		 gcp_token_valid(const char *t);
-/* A failed token request's line for the log and the rows, into err:
- * "Google credentials: WHAT: transport error" or "... WHAT HTTP N" and,
- * with quote, the endpoint's OAuth or Google error text (never the
- * request's); returns its enum sink_reason. */
-int		 gcp_reply_error(const struct httpc_response *res,
-		    const char *what, int quote, char *err, size_t errlen);
 /*
  * The Application Default Credentials file a process uses, as Google's
  * libraries find it: GOOGLE_APPLICATION_CREDENTIALS, else the well-known
@@ -636,6 +632,12 @@ struct gcp_cred {
 int		 gcp_cred_parse(const char *json, size_t len,
 		    struct gcp_cred *c, char *err, size_t errlen);
 void		 gcp_cred_clear(struct gcp_cred *c);
+/* (gcp_external.c serves gcp_auth.c too.)  A failed token request's line for the log and the rows, into err:
+ * "Google credentials: WHAT: transport error" or "... WHAT HTTP N" and,
+ * with quote, the endpoint's OAuth or Google error text (never the
+ * request's); returns its enum sink_reason. */
+int		 gcp_reply_error(const struct httpc_response *res,
+		    const char *what, int quote, char *err, size_t errlen);
 /* What c is, for a log line or outboxd -t (no secret). */
 void		 gcp_cred_describe(const struct gcp_cred *c, char *buf,
 		    size_t len);

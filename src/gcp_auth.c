@@ -274,6 +274,15 @@ done:
 	return jwt;
 }
 
+void
+gcp_free_secret(char *s)
+{
+	if (s != NULL) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
 int
 gcp_token_valid(const char *t)
 {
@@ -310,55 +319,11 @@ gcp_token_parse(const char *body, size_t len, long *expires_in)
 
 /* ---- one process's token ----------------------------------------------- */
 
-/* Text of an endpoint's error reply fit for a log line: printable ASCII,
- * at most 160 bytes; an OAuth error's "error: error_description". */
-static void
-gcp_reply_text(const char *body, size_t len, char *buf, size_t size)
-{
-	cJSON		*root;
-	const cJSON	*e, *d;
-	size_t		 i, o = 0;
-
-	buf[0] = '\0';
-	if (body == NULL || len == 0)
-		return;
-	if ((root = cJSON_ParseWithLength(body, len)) != NULL) {
-		e = cJSON_GetObjectItemCaseSensitive(root, "error");
-		d = cJSON_GetObjectItemCaseSensitive(root,
-		    "error_description");
-		/* Google's error model (AIP-193): {"error": {"status",
-		 * "message"}}, as the IAM Credentials API answers. */
-		if (cJSON_IsObject(e)) {
-			d = cJSON_GetObjectItemCaseSensitive(e, "message");
-			e = cJSON_GetObjectItemCaseSensitive(e, "status");
-		}
-		if (cJSON_IsString(e)) {
-			snprintf(buf, size, ": %.40s%s%.120s", e->valuestring,
-			    cJSON_IsString(d) ? ": " : "", cJSON_IsString(d) ?
-			    d->valuestring : "");
-			body = buf;
-			len = strlen(buf);
-		}
-		cJSON_Delete(root);
-		if (body == buf)
-			goto clean;
-	}
-	snprintf(buf, size, ": %.*s", (int)(len < 160 ? len : 160), body);
-clean:
-	for (i = 0; buf[i] != '\0'; i++)
-		if (buf[i] >= ' ' && buf[i] <= '~')
-			buf[o++] = buf[i];
-	buf[o] = '\0';
-}
-
 static void
 gcp_forget_token(void)
 {
-	if (ga.token != NULL) {
-		explicit_bzero(ga.token, strlen(ga.token));
-		free(ga.token);
-		ga.token = NULL;
-	}
+	gcp_free_secret(ga.token);
+	ga.token = NULL;
 }
 
 /* Read the ADC file path into ga's key or cred (by its type), setting
@@ -592,25 +557,6 @@ gcp_auth_wake(const char *token, const char *error, int reason)
 	}
 }
 
-int
-gcp_reply_error(const struct httpc_response *res, const char *what,
-    int quote, char *err, size_t errlen)
-{
-	char	text[200];
-
-	if (res->curl_code != 0) {
-		snprintf(err, errlen, "Google credentials: %s: %s", what,
-		    res->curl_error != NULL ? res->curl_error : "no answer");
-		return SINK_REASON_TRANSPORT;
-	}
-	text[0] = '\0';
-	if (quote)
-		gcp_reply_text(res->body, res->body_len, text, sizeof(text));
-	snprintf(err, errlen, "Google credentials: %s HTTP %ld%s", what,
-	    res->status, res->status == 200 ? ": not a token reply" : text);
-	return res->status == 429 ? SINK_REASON_THROTTLED : res->status >= 500 ?
-	    SINK_REASON_SERVER : SINK_REASON_CLIENT;
-}
 
 /* A fetch ended: the token (taken over) and its life in s, or why not. */
 static void
@@ -737,14 +683,8 @@ gcp_auth_fetch(struct httpc *hc, long timeout, char *err, size_t errlen)
 	else
 		ga.fetching = 1;
 done:
-	if (jwt != NULL) {
-		explicit_bzero(jwt, strlen(jwt));
-		free(jwt);
-	}
-	if (body != NULL) {
-		explicit_bzero(body, strlen(body));
-		free(body);
-	}
+	gcp_free_secret(jwt);
+	gcp_free_secret(body);
 	return rv;
 }
 

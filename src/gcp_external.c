@@ -18,6 +18,8 @@
  *   projects.serviceAccounts.generateAccessToken).  The AWS-sourced and
  *   executable-sourced kinds are refused by name.
  *
+ * Also the error text of any token endpoint's reply, for gcp_auth.c too.
+ *
  * The parsers and request bodies are pure (unit tests, fuzz_pubsub);
  * gcp_cred_fetch() runs the exchanges over the caller's httpc and hands
  * gcp_auth.c one access token and its lifetime.  No secret (client
@@ -31,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -56,13 +59,9 @@ gcp_cred_clear(struct gcp_cred *c)
 {
 	int	i;
 
-	if (c->client_secret != NULL)
-		explicit_bzero(c->client_secret, strlen(c->client_secret));
-	if (c->refresh_token != NULL)
-		explicit_bzero(c->refresh_token, strlen(c->refresh_token));
 	free(c->client_id);
-	free(c->client_secret);
-	free(c->refresh_token);
+	gcp_free_secret(c->client_secret);
+	gcp_free_secret(c->refresh_token);
 	free(c->token_uri);
 	free(c->audience);
 	free(c->subject_token_type);
@@ -285,6 +284,68 @@ gcp_cred_describe(const struct gcp_cred *c, char *buf, size_t len)
 
 /* ---- the pure request and reply parts ---------------------------------- */
 
+/* Text of an endpoint's error reply fit for a log line: printable ASCII,
+ * at most 160 bytes; an OAuth error's "error: error_description". */
+static void
+gcp_reply_text(const char *body, size_t len, char *buf, size_t size)
+{
+	cJSON		*root;
+	const cJSON	*e, *d;
+	size_t		 i, o = 0;
+
+	buf[0] = '\0';
+	if (body == NULL || len == 0)
+		return;
+	if ((root = cJSON_ParseWithLength(body, len)) != NULL) {
+		e = cJSON_GetObjectItemCaseSensitive(root, "error");
+		d = cJSON_GetObjectItemCaseSensitive(root,
+		    "error_description");
+		/* Google's error model (AIP-193): {"error": {"status",
+		 * "message"}}, as the IAM Credentials API answers. */
+		if (cJSON_IsObject(e)) {
+			d = cJSON_GetObjectItemCaseSensitive(e, "message");
+			e = cJSON_GetObjectItemCaseSensitive(e, "status");
+		}
+		if (cJSON_IsString(e)) {
+			snprintf(buf, size, ": %.40s%s%.120s", e->valuestring,
+			    cJSON_IsString(d) ? ": " : "", cJSON_IsString(d) ?
+			    d->valuestring : "");
+			body = buf;
+			len = strlen(buf);
+		}
+		cJSON_Delete(root);
+		if (body == buf)
+			goto clean;
+	}
+	snprintf(buf, size, ": %.*s", (int)(len < 160 ? len : 160), body);
+clean:
+	for (i = 0; buf[i] != '\0'; i++)
+		if (buf[i] >= ' ' && buf[i] <= '~')
+			buf[o++] = buf[i];
+	buf[o] = '\0';
+}
+
+int
+gcp_reply_error(const struct httpc_response *res, const char *what,
+    int quote, char *err, size_t errlen)
+{
+	char	text[200];
+
+	if (res->curl_code != 0) {
+		snprintf(err, errlen, "Google credentials: %s: %s", what,
+		    res->curl_error != NULL ? res->curl_error : "no answer");
+		return SINK_REASON_TRANSPORT;
+	}
+	text[0] = '\0';
+	if (quote)
+		gcp_reply_text(res->body, res->body_len, text, sizeof(text));
+	snprintf(err, errlen, "Google credentials: %s HTTP %ld%s", what,
+	    res->status, res->status == 200 ? ": not a token reply" : text);
+	return res->status == 429 ? SINK_REASON_THROTTLED : res->status >= 500 ?
+	    SINK_REASON_SERVER : SINK_REASON_CLIENT;
+}
+
+
 char *
 gcp_subject_parse(const char *text, size_t len, const char *field, char *err,
     size_t errlen)
@@ -343,15 +404,11 @@ gcp_form_add(char **s, const char *name, const char *value)
 	curl_free(e);
 	if (r == -1)
 		goto fail;
-	explicit_bzero(*s, strlen(*s));
-	free(*s);
+	gcp_free_secret(*s);
 	*s = n;
 	return 0;
 fail:
-	if (*s != NULL) {
-		explicit_bzero(*s, strlen(*s));
-		free(*s);
-	}
+	gcp_free_secret(*s);
 	*s = NULL;
 	return -1;
 }
@@ -484,10 +541,7 @@ gcp_ext_post(struct gcp_ext_call *x, const char *url, const char *method,
 	    httpc_post(x->hc, &r, cb, x);
 	if (h != NULL && rv == -1)
 		curl_slist_free_all(h);
-	if (body != NULL) {
-		explicit_bzero(body, strlen(body));
-		free(body);
-	}
+	gcp_free_secret(body);
 	return rv;
 }
 
@@ -537,8 +591,7 @@ gcp_ext_sts_reply(const struct httpc_response *res, void *arg)
 	}
 	httpc_header(&h, "Content-Type: application/json");
 	httpc_header(&h, "Authorization: Bearer %s", tok);
-	explicit_bzero(tok, strlen(tok));
-	free(tok);
+	gcp_free_secret(tok);
 	if (gcp_ext_post(x, x->c->impersonation_url, NULL, h,
 	    gcp_iam_body(x->c), gcp_ext_iam_reply) == -1)
 		gcp_ext_fail(x, "Google credentials: cannot start the IAM "
@@ -563,16 +616,14 @@ gcp_ext_exchange(struct gcp_ext_call *x, char *subject)
 			EVP_EncodeBlock((unsigned char *)b64,
 			    (unsigned char *)basic, (int)n);
 			httpc_header(&h, "Authorization: Basic %s", b64);
-			explicit_bzero(b64, strlen(b64));
-			free(b64);
+			gcp_free_secret(b64);
 		}
 		explicit_bzero(basic, n);
 		free(basic);
 	}
 	rv = gcp_ext_post(x, x->c->token_uri, NULL, h, gcp_sts_body(x->c,
 	    subject), gcp_ext_sts_reply);
-	explicit_bzero(subject, strlen(subject));
-	free(subject);
+	gcp_free_secret(subject);
 	return rv;
 }
 

@@ -57,10 +57,7 @@ sink_pubsub_call_free(void *arg)
 
 	free(call->url);
 	free(call->body);
-	if (call->token != NULL) {
-		explicit_bzero(call->token, strlen(call->token));
-		free(call->token);
-	}
+	gcp_free_secret(call->token);
 	free(call);
 }
 
