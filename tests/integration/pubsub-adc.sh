@@ -12,7 +12,9 @@
 #   2. external_account, file-sourced text subject token, impersonating a
 #      service account: every publish with a generateAccessToken token;
 #      the subject token file rotated under load (the old token revoked
-#      at the STS): the new one exchanged, nothing refused, all sent.
+#      at the STS): the new one exchanged, nothing refused, all sent; the
+#      file gone for a while: rows wait with its name and the reason, and
+#      go once it is back.
 #   3. external_account, URL-sourced JSON subject token (headers sent),
 #      STS client authentication (Basic), no impersonation: publishes
 #      with STS tokens, all sent.
@@ -129,6 +131,18 @@ check "ext-file: the rotated subject token exchanged, after the old one was revo
 	test "$(stat_of pubsub '.sts_by_subject.s2 // 0')" -ge 2
 check_eq "ext-file: credential requests the stand-in refused" "{}" "$(stat_of pubsub '.refused | tostring')"
 check "ext-file: impersonated tokens renewed under load (>= 4)" test "$(stat_of pubsub '.by_kind.iam')" -ge 4
+# The subject token file gone (a platform between two rotations): rows
+# wait with the file and the reason, nothing lost; back, they go.
+mv "$T_DIR/subject" "$T_DIR/subject.away"
+sleep 3.5	# the token in hand expires
+sql "INSERT INTO outbox (event_type, ordering_key, payload, destination) VALUES ('adc.gone', 'g', '{}', 'audit')"
+_gone() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'adc.gone' AND status = 'pending' AND last_error LIKE '%Google credentials: subject token file $T_DIR/subject: No such file or directory%'")" = 1 ]; }
+wait_until 10 "ext-file: the row waits, its error naming the missing file" _gone || true
+check "ext-file: a missing subject token file: the row pending, its error naming the file" _gone
+mv "$T_DIR/subject.away" "$T_DIR/subject"
+_back() { [ "$(sql "SELECT status FROM outbox WHERE event_type = 'adc.gone'")" = sent ]; }
+wait_until 10 "ext-file: sent once the file is back" _back || true
+check "ext-file: sent once the file is back" _back
 outboxd_stop
 
 # 3. external_account: a URL-sourced JSON subject token, STS client auth.
