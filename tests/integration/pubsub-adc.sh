@@ -8,7 +8,7 @@
 #   1. authorized_user in the well-known file of the user's home
 #      (GOOGLE_APPLICATION_CREDENTIALS unset): outboxd -t names it; 60
 #      events to two topics, every publish with a token the refresh grant
-#      issued, none refused (401), tokens renewed.
+#      issued, none refused (401), tokens renewed.  PostgreSQL alone: no AWS.
 #   2. external_account, file-sourced text subject token, impersonating a
 #      service account: every publish with a generateAccessToken token;
 #      the subject token file rotated under load (the old token revoked
@@ -27,7 +27,7 @@
 . "$T_LIB/pubsub-lib.sh"
 test_init
 need_binaries
-stack_up
+pubsub_pg_up
 
 TTL=3
 REC=$T_DIR/pubsub.jsonl
@@ -48,7 +48,7 @@ proxy_start pubsub pubsub-standin.py --record "$REC" --pubkey "$T_DIR/sa.pub" \
 	--audience "$AUD" --impersonate "$IMP"
 PS=http://127.0.0.1:$PROXY_PORT
 
-# conf_for ENDPOINT FILE: two Pub/Sub destinations (and the stack's SQS).
+# conf_for ENDPOINT FILE: two Pub/Sub destinations, nothing of AWS.
 conf_for() { OB_HTTP_WORKERS=1 OB_POLL_INTERVAL=100 pubsub_conf "$2" "$1"; }
 conf_for "$PS" "$T_DIR/outbox.conf"
 unset GOOGLE_APPLICATION_CREDENTIALS PUBSUB_EMULATOR_HOST GCE_METADATA_HOST CLOUDSDK_CONFIG
@@ -94,7 +94,7 @@ HOME=$HOMEDIR "$T_ROOT/outboxd" -t -c "$T_DIR/outbox.conf" >"$T_DIR/t-user.out" 
 check "user: outboxd -t names the authorized user in the well-known file" \
 	grep -qF "Google credentials: authorized user (client_id cid.apps.googleusercontent.com), tokens from $PS/token (the well-known file $WK)" "$T_DIR/t-user.out"
 HOME=$HOMEDIR outboxd_start "$T_DIR/outbox.conf" outboxd-user
-load user 30 7
+load user 30 5
 delivered user 30 refresh
 check "user: tokens refreshed under load (>= 3)" test "$(stat_of pubsub '.by_kind.refresh')" -ge 3
 outboxd_stop
@@ -116,13 +116,13 @@ export GOOGLE_APPLICATION_CREDENTIALS=$T_DIR/ext-file.json
 check "ext-file: outboxd -t names the external account, its file and impersonation" \
 	grep -qF "Google credentials: external account (audience $AUD), subject token from file $T_DIR/subject, exchanged at $PS/v1/token, impersonating with $PS/v1/projects/-/serviceAccounts/$IMP:generateAccessToken (GOOGLE_APPLICATION_CREDENTIALS=$T_DIR/ext-file.json)" "$T_DIR/t-ext.out"
 outboxd_start "$T_DIR/outbox.conf" outboxd-ext
-load ext1 15 4
+load ext1 15 3
 # Rotate as a platform does (rename over), then revoke the old token.
 curl -fsS -o /dev/null -X POST "$PS/__control" --data-binary "{\"subjects\": {\"s1\": \"$SUB1\", \"s2\": \"$SUB2\"}}"
 printf '%s\n' "$SUB2" >"$T_DIR/subject.new" && mv "$T_DIR/subject.new" "$T_DIR/subject"
-load ext2 15 4
+load ext2 15 3
 curl -fsS -o /dev/null -X POST "$PS/__control" --data-binary "{\"subjects\": {\"s2\": \"$SUB2\"}}"
-load ext3 15 4
+load ext3 15 3
 delivered ext1 15 iam
 delivered ext2 15 iam
 delivered ext3 15 iam
