@@ -22,7 +22,8 @@
 #      this is outbox.conf(5)'s worked example, run as written there.
 # Parts 1 to 3 overlap (one outboxd, the outage on its own topic), so that
 # the outage's 21 s are the whole wait of all three.
-# Neither key nor token appears in outboxd's log.
+# Neither key, assertion nor token appears in any log outboxd wrote, its
+# -t output, the metrics page or a row's last_error.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
 . "$T_LIB/sqs-take.sh"
@@ -187,8 +188,9 @@ sql "SELECT id, status, attempts, encode(convert_to(payload::text, 'UTF8'), 'bas
 		{ if ($2 != "sent" || $3 < 2 || n[$4] != 1) { bad++; print "row " $1 ": " $2 ", " $3 " attempts, accepted " n[$4] + 0 " times" } }
 		END { print bad + 0 }' <(awk '{ print $1 "|" $2 }' "$T_DIR/accepted") - >"$T_DIR/once"
 check_eq "rows not sent, not retried or not accepted exactly once" 0 "$(tail -n 1 "$T_DIR/once")"
-check "no key, assertion or token in the log" \
-	sh -c "! grep -qE 'ya29\.|PRIVATE KEY|eyJ' '$OUTBOXD_LOG'"
+curl -sS --max-time 5 "$OUTBOXD_URL/metrics" >"$T_DIR/metrics.txt" || true
+add_log "$T_DIR/metrics.txt"
+check "the metrics page was read" test -s "$T_DIR/metrics.txt"
 outboxd_stop
 
 # 4. The metadata server.
@@ -242,3 +244,9 @@ check_eq "the example's message: data, attributes, orderingKey" \
 check_eq "emulator requests with an Authorization header" 0 "$(jq -s '[.[] | select(.auth != null)] | length' "$T_DIR/emu.jsonl")"
 outboxd_stop
 unset PUBSUB_EMULATOR_HOST
+
+# No key, assertion or token in any log outboxd wrote, its -t output, the
+# metrics page or a row's last_error.
+check_eq "outboxd's files holding a key, an assertion or a token" "" \
+	"$(grep -lE 'ya29\.|PRIVATE KEY|eyJ' "$T_DIR"/outboxd*.log "$T_DIR/t.out" "$T_DIR/metrics.txt" "$T_DIR/redrive.out" 2>/dev/null)"
+check_eq "rows whose last_error holds a token" 0 "$(sql "SELECT count(*) FROM outbox WHERE last_error ~ 'ya29\\.|eyJ|PRIVATE KEY'")"
