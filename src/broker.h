@@ -584,14 +584,103 @@ char		*gcp_jwt_assertion(const struct gcp_sa_key *k, int64_t now_s);
 char		*gcp_token_parse(const char *body, size_t len,
 		    long *expires_in);
 
+/* Wipe and free a secret's text (NULL: nothing). */
+void		 gcp_free_secret(char *s);
+/* 1 if t can be an access token: 1 to 4096 bytes of the characters an
+ * HTTP header's bearer token may hold (RFC 6750, 2.1). */
+int		 gcp_token_valid(const char *t);
+/*
+ * The Application Default Credentials file a process uses, as Google's
+ * libraries find it: GOOGLE_APPLICATION_CREDENTIALS, else the well-known
+ * file $CLOUDSDK_CONFIG/application_default_credentials.json or
+ * ~/.config/gcloud/application_default_credentials.json of user (the
+ * user outboxd runs as; NULL: $HOME's) if it exists, else none (the
+ * metadata server).  The file is read and parsed, nothing is fetched:
+ * 0 with *file (caller frees; NULL: the metadata server) and what was
+ * found in desc (as outboxd -t says it), or -1 with "FILE: why" in err.
+ */
+int		 gcp_adc_find(const char *user, char **file, char *desc,
+		    size_t desclen, char *err, size_t errlen);
+
+/* ---- gcp_external.c: authorized_user and external_account files ------ */
+
+enum gcp_cred_type { GCP_CRED_USER = 1, GCP_CRED_EXTERNAL };
+
+/* An authorized_user or external_account file's parts (AIP-4117). */
+struct gcp_cred {
+	enum gcp_cred_type	 type;
+	char			*client_id;	/* external: NULL or STS Basic */
+	char			*client_secret;	/* secret; wiped */
+	char			*refresh_token;	/* user; secret; wiped */
+	char			*token_uri;	/* token_uri / token_url */
+	char			*audience;	/* external from here on */
+	char			*subject_token_type;
+	char			*impersonation_url;	/* NULL: none */
+	long			 lifetime_s;	/* impersonated token's */
+	char			*user_project;	/* workforce; NULL: none */
+	char			*src_file;	/* subject token: a file */
+	char			*src_url;	/* or a URL, */
+	char			**src_headers;	/* "Name: value" to send */
+	int			 src_nheaders;
+	char			*src_field;	/* JSON member; NULL: text */
+};
+
+/* Parse an ADC file's text of type authorized_user or external_account
+ * into c (gcp_cred_clear); -1 with the reason in err (never quoting a
+ * secret), which names an unsupported type or credential_source kind
+ * (AWS-sourced, executable-sourced). */
+int		 gcp_cred_parse(const char *json, size_t len,
+		    struct gcp_cred *c, char *err, size_t errlen);
+void		 gcp_cred_clear(struct gcp_cred *c);
+/* (gcp_external.c serves gcp_auth.c too.)  A failed token request's line for the log and the rows, into err:
+ * "Google credentials: WHAT: transport error" or "... WHAT HTTP N" and,
+ * with quote, the endpoint's OAuth or Google error text (never the
+ * request's); returns its enum sink_reason. */
+int		 gcp_reply_error(const struct httpc_response *res,
+		    const char *what, int quote, char *err, size_t errlen);
+/* What c is, for a log line or outboxd -t (no secret). */
+void		 gcp_cred_describe(const struct gcp_cred *c, char *buf,
+		    size_t len);
+/* A subject token (caller frees, wipes) from a credential_source's
+ * text: trimmed text, or with field the JSON member of that name; NULL
+ * with why in err (never quoting the text). */
+char		*gcp_subject_parse(const char *text, size_t len,
+		    const char *field, char *err, size_t errlen);
+/* Form bodies (caller frees, wipes; NULL if out of memory):
+ * grant_type=refresh_token with client_id, client_secret, refresh_token;
+ * the STS token exchange (grant_type token-exchange, audience, scope
+ * (cloud-platform when impersonating, else GCP_AUTH_SCOPE),
+ * requested_token_type access_token, subject_token, subject_token_type,
+ * options {"userProject"} for a workforce pool without a client). */
+char		*gcp_refresh_body(const struct gcp_cred *c);
+char		*gcp_sts_body(const struct gcp_cred *c, const char *subject);
+/* generateAccessToken's JSON body {"scope": [GCP_AUTH_SCOPE],
+ * "lifetime": "Ns"}; its reply {"accessToken", "expireTime"}: the token
+ * (caller frees) and its life in s from now_s, NULL if not one. */
+char		*gcp_iam_body(const struct gcp_cred *c);
+char		*gcp_iam_parse(const char *body, size_t len, int64_t now_s,
+		    long *life);
+/* An access token (taken over by the callee) and its life in s, or NULL
+ * with err and reason (enum sink_reason). */
+typedef void	 gcp_fetched_cb(char *token, long life_s, const char *err,
+		    int reason);
+/* Start fetching an access token for c over hc (timeout ms a request):
+ * refresh_token; or the subject token (the file read now, the URL
+ * fetched), STS, then generateAccessToken if set.  done runs once from
+ * the loop; if httpc_free() aborts it first, aborted runs instead.  -1
+ * if nothing could start (neither runs).  c must outlive the fetch. */
+int		 gcp_cred_fetch(const struct gcp_cred *c, struct httpc *hc,
+		    long timeout, gcp_fetched_cb *done, void (*aborted)(void));
+
 /* A token for a request, or why there is none: token NULL, error (never
  * holding a credential) and reason (enum sink_reason) set. */
 typedef void	 gcp_token_cb(const char *token, const char *error,
 		    int reason, void *arg);
 /*
  * An access token for Pub/Sub, from Application Default Credentials:
- * GOOGLE_APPLICATION_CREDENTIALS names a service-account key file (a
- * signed JWT exchanged at its token_uri), else the metadata server
+ * file (gcp_adc_find's) is a service-account key (a signed JWT
+ * exchanged at its token_uri), an authorized_user or an
+ * external_account file (gcp_external.c); NULL: the metadata server
  * (GCE_METADATA_HOST or metadata.google.internal, Metadata-Flavor:
  * Google).  One per process, refreshed over hc before it expires while
  * the cached one still serves, by a timer on hc's loop when no publish
@@ -603,7 +692,7 @@ typedef void	 gcp_token_cb(const char *token, const char *error,
  * started.  timeout: ms for a token request.
  */
 int		 gcp_auth_token(struct httpc *hc, long timeout,
-		    const char **token, gcp_token_cb *cb, void *arg,
+		    const char *file, const char **token, gcp_token_cb *cb, void *arg,
 		    void (*arg_free)(void *));
 /* Pub/Sub refused token (401): forget it, so that the next call fetches
  * a new one. */

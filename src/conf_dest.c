@@ -676,6 +676,28 @@ conf_dest_pubsub(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* A pubsub destination's credentials: the ADC file read and parsed now,
+ * so that a bad one fails outboxd -t and the start, not the first
+ * publish (nothing is fetched). */
+static int
+conf_dest_gcp(struct conf *c, char *err, size_t errlen)
+{
+	char	why[600];
+	int	i;
+
+	for (i = 0; i < c->n_destinations; i++)
+		if (c->destinations[i].sink == CONF_SINK_PUBSUB)
+			break;
+	if (i == c->n_destinations || c->pubsub.emulator)
+		return 0;
+	if (gcp_adc_find(c->user, &c->pubsub.adc_file, c->pubsub.source,
+	    sizeof(c->pubsub.source), why, sizeof(why)) == -1) {
+		snprintf(err, errlen, "%s: %s", c->path, why);
+		return -1;
+	}
+	return 0;
+}
+
 int
 conf_dest_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 {
@@ -731,6 +753,8 @@ conf_dest_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 		    CONF_LEGACY_DESTINATION, CONF_LEGACY_DESTINATION);
 		return -1;
 	}
+	if (conf_dest_gcp(c, err, errlen) == -1)
+		return -1;
 	return conf_dest_lease(cfg, c, legacy, err, errlen);
 
 nomem:
@@ -774,6 +798,8 @@ conf_dest_free(struct conf *c)
 	free(c->destinations);
 	free(c->pubsub.endpoint);
 	c->pubsub.endpoint = NULL;
+	free(c->pubsub.adc_file);
+	c->pubsub.adc_file = NULL;
 	c->destinations = NULL;
 	c->n_destinations = 0;
 }

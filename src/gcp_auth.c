@@ -1,11 +1,13 @@
 /*
  * gcp_auth.c - access tokens for Google APIs the way Google's client
- * libraries find them (Application Default Credentials): a
- * service-account key file named by GOOGLE_APPLICATION_CREDENTIALS,
- * whose RS256-signed JWT is exchanged at its token_uri (Google OAuth 2.0
- * for Server to Server Applications; RFC 7523), else the metadata server
- * of GCE and GKE (Compute Engine: "Access tokens" from
- * instance/service-accounts/default/token).
+ * libraries find them (Application Default Credentials, google-auth's
+ * order): the file named by GOOGLE_APPLICATION_CREDENTIALS, else the
+ * well-known file gcloud writes, else the metadata server of GCE and
+ * GKE (Compute Engine: "Access tokens" from
+ * instance/service-accounts/default/token).  A file is a service-account
+ * key, whose RS256-signed JWT is exchanged at its token_uri (Google
+ * OAuth 2.0 for Server to Server Applications; RFC 7523), or an
+ * authorized_user or external_account file (gcp_external.c).
  *
  * One token per process (each relay its own, after fork), fetched over
  * the caller's httpc so that the loop never waits.  A token is refreshed
@@ -20,8 +22,11 @@
  */
 #include "config.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +51,7 @@
 #define GCP_RETRY_MS		1000L	/* after a failed early refresh */
 #define GCP_TIMER_RETRY_MS	(5 * 1000L)	/* the timer's, idle */
 #define GCP_TOKEN_MAX		4096	/* bytes of an access token */
+#define GCP_WELL_KNOWN		"application_default_credentials.json"
 
 struct gcp_waiter {
 	gcp_token_cb		*cb;
@@ -54,12 +60,13 @@ struct gcp_waiter {
 	struct gcp_waiter	*next;
 };
 
-enum gcp_source { GCP_NONE, GCP_KEY, GCP_METADATA };
+enum gcp_source { GCP_NONE, GCP_KEY, GCP_METADATA, GCP_CRED };
 
 static struct gcp_auth {
 	pid_t			 pid;
 	enum gcp_source		 source;
 	struct gcp_sa_key	 key;
+	struct gcp_cred		 cred;		/* GCP_CRED's */
 	char			*metadata_url;
 	char			*token;
 	int64_t			 refresh_ms;	/* monotonic: fetch again */
@@ -267,6 +274,24 @@ done:
 	return jwt;
 }
 
+void
+gcp_free_secret(char *s)
+{
+	if (s != NULL) {
+		explicit_bzero(s, strlen(s));
+		free(s);
+	}
+}
+
+int
+gcp_token_valid(const char *t)
+{
+	/* A token goes into an HTTP header: visible ASCII only. */
+	return t[0] != '\0' && strlen(t) <= GCP_TOKEN_MAX && strspn(t,
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	    "-._~+/=") == strlen(t);
+}
+
 char *
 gcp_token_parse(const char *body, size_t len, long *expires_in)
 {
@@ -279,14 +304,10 @@ gcp_token_parse(const char *body, size_t len, long *expires_in)
 	t = cJSON_GetObjectItemCaseSensitive(root, "access_token");
 	e = cJSON_GetObjectItemCaseSensitive(root, "expires_in");
 	ty = cJSON_GetObjectItemCaseSensitive(root, "token_type");
-	/* A token goes into an HTTP header: visible ASCII only. */
 	if (cJSON_IsString(t) && cJSON_IsNumber(e) && e->valuedouble >= 1 &&
 	    e->valuedouble <= 86400 * 7 && (ty == NULL || (cJSON_IsString(ty) &&
 	    strcasecmp(ty->valuestring, "Bearer") == 0)) &&
-	    t->valuestring[0] != '\0' && strlen(t->valuestring) <=
-	    GCP_TOKEN_MAX && strspn(t->valuestring,
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	    "-._~+/=") == strlen(t->valuestring)) {
+	    gcp_token_valid(t->valuestring)) {
 		tok = strdup(t->valuestring);
 		*expires_in = (long)e->valuedouble;
 	}
@@ -298,84 +319,27 @@ gcp_token_parse(const char *body, size_t len, long *expires_in)
 
 /* ---- one process's token ----------------------------------------------- */
 
-/* Text of an endpoint's error reply fit for a log line: printable ASCII,
- * at most 160 bytes; an OAuth error's "error: error_description". */
-static void
-gcp_reply_text(const char *body, size_t len, char *buf, size_t size)
-{
-	cJSON		*root;
-	const cJSON	*e, *d;
-	size_t		 i, o = 0;
-
-	buf[0] = '\0';
-	if (body == NULL || len == 0)
-		return;
-	if ((root = cJSON_ParseWithLength(body, len)) != NULL) {
-		e = cJSON_GetObjectItemCaseSensitive(root, "error");
-		d = cJSON_GetObjectItemCaseSensitive(root,
-		    "error_description");
-		if (cJSON_IsString(e)) {
-			snprintf(buf, size, ": %.40s%s%.120s", e->valuestring,
-			    cJSON_IsString(d) ? ": " : "", cJSON_IsString(d) ?
-			    d->valuestring : "");
-			body = buf;
-			len = strlen(buf);
-		}
-		cJSON_Delete(root);
-		if (body == buf)
-			goto clean;
-	}
-	snprintf(buf, size, ": %.*s", (int)(len < 160 ? len : 160), body);
-clean:
-	for (i = 0; buf[i] != '\0'; i++)
-		if (buf[i] >= ' ' && buf[i] <= '~')
-			buf[o++] = buf[i];
-	buf[o] = '\0';
-}
-
 static void
 gcp_forget_token(void)
 {
-	if (ga.token != NULL) {
-		explicit_bzero(ga.token, strlen(ga.token));
-		free(ga.token);
-		ga.token = NULL;
-	}
+	gcp_free_secret(ga.token);
+	ga.token = NULL;
 }
 
-/* Decide where tokens come from, once a process; -1 with why in err
- * (tried again at the next call: a key file may be fixed). */
+/* Read the ADC file path into ga's key or cred (by its type), setting
+ * ga.source; -1 with "path: why" in err. */
 static int
-gcp_auth_load(char *err, size_t errlen)
+gcp_adc_read(const char *path, char *err, size_t errlen)
 {
-	const char	*path = getenv("GOOGLE_APPLICATION_CREDENTIALS");
-	const char	*host = getenv("GCE_METADATA_HOST");
-	char		 why[160], *buf;
+	char		 why[200], *buf;
+	cJSON		*root;
+	const cJSON	*t;
 	ssize_t		 n;
 	size_t		 len = 0;
-	int		 fd;
+	int		 fd, sa, rv;
 
-	if (ga.pid != getpid()) {
-		/* A child: nothing of its parent's (which has none). */
-		memset(&ga, 0, sizeof(ga));
-		ga.pid = getpid();
-	}
-	if (ga.source != GCP_NONE)
-		return 0;
-	if (path == NULL || *path == '\0') {
-		if (asprintf(&ga.metadata_url, "http://%s%s", host != NULL &&
-		    *host != '\0' ? host : GCP_METADATA_HOST,
-		    GCP_METADATA_PATH) == -1) {
-			ga.metadata_url = NULL;
-			snprintf(err, errlen, "out of memory");
-			return -1;
-		}
-		ga.source = GCP_METADATA;
-		return 0;
-	}
 	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) == -1) {
-		snprintf(err, errlen, "GOOGLE_APPLICATION_CREDENTIALS=%s: %s",
-		    path, strerror(errno));
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -1;
 	}
 	if ((buf = malloc(GCP_KEY_FILE_MAX + 1)) == NULL) {
@@ -387,22 +351,155 @@ gcp_auth_load(char *err, size_t errlen)
 	    GCP_KEY_FILE_MAX + 1 - len)) > 0)
 		len += (size_t)n;
 	close(fd);
-	if (len > GCP_KEY_FILE_MAX)
+	/* The type decides the parser; each refuses what is not its. */
+	root = len <= GCP_KEY_FILE_MAX ? cJSON_ParseWithLength(buf, len) :
+	    NULL;
+	t = cJSON_GetObjectItemCaseSensitive(root, "type");
+	sa = !cJSON_IsString(t) || strcmp(t->valuestring,
+	    "service_account") == 0;
+	cJSON_Delete(root);
+	if (len > GCP_KEY_FILE_MAX) {
 		snprintf(why, sizeof(why), "larger than %d bytes",
 		    GCP_KEY_FILE_MAX);
-	if (len > GCP_KEY_FILE_MAX || gcp_sa_key_parse(buf, len, &ga.key, why,
-	    sizeof(why)) == -1) {
-		explicit_bzero(buf, len);
-		free(buf);
-		snprintf(err, errlen, "GOOGLE_APPLICATION_CREDENTIALS=%s: %s",
-		    path, why);
-		return -1;
-	}
+		rv = -1;
+	} else if (sa)
+		rv = gcp_sa_key_parse(buf, len, &ga.key, why, sizeof(why));
+	else
+		rv = gcp_cred_parse(buf, len, &ga.cred, why, sizeof(why));
 	explicit_bzero(buf, len);
 	free(buf);
-	ga.source = GCP_KEY;
-	log_info("Google credentials: service account %s, tokens from %s",
-	    ga.key.client_email, ga.key.token_uri);
+	if (rv == -1) {
+		snprintf(err, errlen, "%s: %s", path, why);
+		return -1;
+	}
+	ga.source = sa ? GCP_KEY : GCP_CRED;
+	return 0;
+}
+
+/* Forget what gcp_adc_read() read. */
+static void
+gcp_adc_clear(void)
+{
+	gcp_sa_key_clear(&ga.key);
+	gcp_cred_clear(&ga.cred);
+	ga.source = GCP_NONE;
+}
+
+/* ADC's well-known file for user, if it exists (caller frees). */
+static char *
+gcp_adc_well_known(const char *user)
+{
+	const char	*v = getenv("CLOUDSDK_CONFIG"), *home = NULL;
+	struct passwd	*pw;
+	struct stat	 st;
+	char		*s;
+
+	if (v != NULL && *v != '\0') {
+		if (asprintf(&s, "%s/%s", v, GCP_WELL_KNOWN) == -1)
+			return NULL;
+	} else {
+		if (user != NULL && (pw = getpwnam(user)) != NULL)
+			home = pw->pw_dir;
+		else if ((v = getenv("HOME")) != NULL && *v != '\0')
+			home = v;
+		else if ((pw = getpwuid(getuid())) != NULL)
+			home = pw->pw_dir;
+		if (home == NULL || asprintf(&s, "%s/.config/gcloud/%s", home,
+		    GCP_WELL_KNOWN) == -1)
+			return NULL;
+	}
+	if (stat(s, &st) == -1 && errno == ENOENT) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+int
+gcp_adc_find(const char *user, char **file, char *desc, size_t desclen,
+    char *err, size_t errlen)
+{
+	const char	*env = getenv("GOOGLE_APPLICATION_CREDENTIALS");
+	const char	*host = getenv("GCE_METADATA_HOST");
+	const char	*how;
+	char		 what[600];
+	struct gcp_auth	 saved;
+	int		 rv;
+
+	*file = NULL;
+	if (env != NULL && *env != '\0') {
+		how = "GOOGLE_APPLICATION_CREDENTIALS=";
+		*file = strdup(env);
+	} else {
+		how = "the well-known file ";
+		*file = gcp_adc_well_known(user);
+	}
+	if (*file == NULL) {
+		snprintf(desc, desclen, "the metadata server (%s)",
+		    host != NULL && *host != '\0' ? host : GCP_METADATA_HOST);
+		return 0;
+	}
+	/* Parsed into a scratch ga: this process's own stays as it is. */
+	saved = ga;
+	memset(&ga, 0, sizeof(ga));
+	if ((rv = gcp_adc_read(*file, what, sizeof(what))) == -1)
+		snprintf(err, errlen, "Google credentials: %s%s", how, what);
+	else {
+		if (ga.source == GCP_KEY)
+			snprintf(what, sizeof(what), "service account %s, "
+			    "tokens from %s", ga.key.client_email,
+			    ga.key.token_uri);
+		else
+			gcp_cred_describe(&ga.cred, what, sizeof(what));
+		snprintf(desc, desclen, "%s (%s%s)", what, how, *file);
+	}
+	gcp_adc_clear();
+	ga = saved;
+	if (rv == -1) {
+		free(*file);
+		*file = NULL;
+	}
+	return rv;
+}
+
+/* Decide where tokens come from, once a process, from file (NULL: the
+ * metadata server); -1 with why in err (tried again at the next call: a
+ * file may be fixed). */
+static int
+gcp_auth_load(const char *file, char *err, size_t errlen)
+{
+	const char	*host = getenv("GCE_METADATA_HOST");
+	char		 what[600];
+
+	if (ga.pid != getpid()) {
+		/* A child: nothing of its parent's (which has none). */
+		memset(&ga, 0, sizeof(ga));
+		ga.pid = getpid();
+	}
+	if (ga.source != GCP_NONE)
+		return 0;
+	if (file == NULL) {
+		if (asprintf(&ga.metadata_url, "http://%s%s", host != NULL &&
+		    *host != '\0' ? host : GCP_METADATA_HOST,
+		    GCP_METADATA_PATH) == -1) {
+			ga.metadata_url = NULL;
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		ga.source = GCP_METADATA;
+		return 0;
+	}
+	if (gcp_adc_read(file, what, sizeof(what)) == -1) {
+		snprintf(err, errlen, "Google credentials: %.260s", what);
+		return -1;
+	}
+	if (ga.source == GCP_KEY)
+		log_info("Google credentials: service account %s, tokens from "
+		    "%s", ga.key.client_email, ga.key.token_uri);
+	else {
+		gcp_cred_describe(&ga.cred, what, sizeof(what));
+		log_info("Google credentials: %s", what);
+	}
 	return 0;
 }
 
@@ -460,21 +557,15 @@ gcp_auth_wake(const char *token, const char *error, int reason)
 	}
 }
 
-static void
-gcp_auth_fetched(const struct httpc_response *res, void *arg)
-{
-	const char	*what = ga.source == GCP_KEY ? "token endpoint" :
-			    "metadata server";
-	char		 text[200], err[300];
-	char		*tok = NULL;
-	long		 life = 0, early, stale;
-	int64_t		 now = gcp_now_ms();
-	int		 reason;
 
-	(void)arg;
+/* A fetch ended: the token (taken over) and its life in s, or why not. */
+static void
+gcp_auth_got(char *tok, long life, const char *err, int reason)
+{
+	int64_t		 now = gcp_now_ms();
+	long		 early, stale;
+
 	ga.fetching = 0;
-	if (res->curl_code == 0 && res->status == 200)
-		tok = gcp_token_parse(res->body, res->body_len, &life);
 	if (tok != NULL) {
 		gcp_forget_token();
 		ga.token = tok;
@@ -484,24 +575,10 @@ gcp_auth_fetched(const struct httpc_response *res, void *arg)
 		stale = life / 4 < GCP_STALE_MS ? life / 4 : GCP_STALE_MS;
 		ga.refresh_ms = now + life - early;
 		ga.stale_ms = now + life - stale;
-		log_debug("Google access token for %ld s from the %s",
-		    life / 1000, what);
+		log_debug("Google access token for %ld s", life / 1000);
 		gcp_auth_arm(ga.refresh_ms);
 		gcp_auth_wake(ga.token, NULL, 0);
 		return;
-	}
-	if (res->curl_code != 0) {
-		snprintf(err, sizeof(err), "Google credentials: %s: %s", what,
-		    res->curl_error != NULL ? res->curl_error : "no answer");
-		reason = SINK_REASON_TRANSPORT;
-	} else {
-		gcp_reply_text(res->body, res->body_len, text, sizeof(text));
-		snprintf(err, sizeof(err), "Google credentials: %s HTTP %ld%s",
-		    what, res->status, res->status == 200 ? ": not a token "
-		    "reply" : text);
-		reason = res->status == 429 ? SINK_REASON_THROTTLED :
-		    res->status >= 500 ? SINK_REASON_SERVER :
-		    SINK_REASON_CLIENT;
 	}
 	ga.retry_ms = now + GCP_RETRY_MS;
 	/* An early refresh failed: the timer tries again while the token
@@ -509,6 +586,23 @@ gcp_auth_fetched(const struct httpc_response *res, void *arg)
 	if (ga.token != NULL && now + GCP_TIMER_RETRY_MS < ga.stale_ms)
 		gcp_auth_arm(now + GCP_TIMER_RETRY_MS);
 	gcp_auth_wake(NULL, err, reason);
+}
+
+static void
+gcp_auth_fetched(const struct httpc_response *res, void *arg)
+{
+	char	 err[300];
+	char	*tok = NULL;
+	long	 life = 0;
+	int	 reason = 0;
+
+	(void)arg;
+	if (res->curl_code == 0 && res->status == 200)
+		tok = gcp_token_parse(res->body, res->body_len, &life);
+	if (tok == NULL)
+		reason = gcp_reply_error(res, ga.source == GCP_KEY ?
+		    "token endpoint" : "metadata server", 1, err, sizeof(err));
+	gcp_auth_got(tok, life, err, reason);
 }
 
 /* httpc_free() aborted the fetch: the waiters' args go with it. */
@@ -528,6 +622,12 @@ gcp_auth_aborted(void *arg)
 	}
 }
 
+static void
+gcp_auth_cred_aborted(void)
+{
+	gcp_auth_aborted(NULL);
+}
+
 /* Start a token request; -1 with why in err if it could not start. */
 static int
 gcp_auth_fetch(struct httpc *hc, long timeout, char *err, size_t errlen)
@@ -539,6 +639,15 @@ gcp_auth_fetch(struct httpc *hc, long timeout, char *err, size_t errlen)
 	char			*jwt = NULL, *body = NULL;
 	int			 rv;
 
+	if (ga.source == GCP_CRED) {
+		if ((rv = gcp_cred_fetch(&ga.cred, hc, timeout, gcp_auth_got,
+		    gcp_auth_cred_aborted)) == -1)
+			snprintf(err, errlen, "Google credentials: cannot start "
+			    "a token request");
+		else
+			ga.fetching = 1;
+		return rv;
+	}
 	memset(&r, 0, sizeof(r));
 	r.timeout = timeout;
 	r.arg_free = gcp_auth_aborted;
@@ -574,19 +683,14 @@ gcp_auth_fetch(struct httpc *hc, long timeout, char *err, size_t errlen)
 	else
 		ga.fetching = 1;
 done:
-	if (jwt != NULL) {
-		explicit_bzero(jwt, strlen(jwt));
-		free(jwt);
-	}
-	if (body != NULL) {
-		explicit_bzero(body, strlen(body));
-		free(body);
-	}
+	gcp_free_secret(jwt);
+	gcp_free_secret(body);
 	return rv;
 }
 
 int
-gcp_auth_token(struct httpc *hc, long timeout, const char **token,
+gcp_auth_token(struct httpc *hc, long timeout, const char *file,
+    const char **token,
     gcp_token_cb *cb, void *arg, void (*arg_free)(void *))
 {
 	struct gcp_waiter	*w, **tail;
@@ -594,7 +698,7 @@ gcp_auth_token(struct httpc *hc, long timeout, const char **token,
 	int64_t			 now = gcp_now_ms();
 
 	*token = NULL;
-	if (gcp_auth_load(err, sizeof(err)) == -1) {
+	if (gcp_auth_load(file, err, sizeof(err)) == -1) {
 		log_limited(&gcp_load_limit, LOG_LEVEL_WARN,
 		    "%s", err);
 		return -1;
@@ -616,8 +720,10 @@ gcp_auth_token(struct httpc *hc, long timeout, const char **token,
 		return 1;
 	}
 	if (!ga.fetching && gcp_auth_fetch(hc, timeout, err, sizeof(err)) ==
-	    -1)
+	    -1) {
+		log_limited(&gcp_load_limit, LOG_LEVEL_WARN, "%s", err);
 		return -1;
+	}
 	if ((w = calloc(1, sizeof(*w))) == NULL)
 		return -1;
 	w->cb = cb;
@@ -637,7 +743,7 @@ gcp_auth_stop(void)
 	if (ga.timer != NULL)
 		event_free(ga.timer);
 	gcp_forget_token();
-	gcp_sa_key_clear(&ga.key);
+	gcp_adc_clear();
 	free(ga.metadata_url);
 	gcp_auth_aborted(NULL);		/* waiters httpc_free() left */
 	memset(&ga, 0, sizeof(ga));

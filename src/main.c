@@ -187,6 +187,8 @@ main(int argc, char **argv)
 		if (conf->aws.source[0] != '\0')
 			printf("credentials: %s\nregion: %s\n",
 			    conf->aws.source, conf->aws.region);
+		if (conf->pubsub.source[0] != '\0')
+			printf("Google credentials: %s\n", conf->pubsub.source);
 		conf_free(conf);
 		return 0;
 	}

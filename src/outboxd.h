@@ -205,6 +205,10 @@ struct conf {
 		char	*endpoint;		/* base URL, no trailing '/' */
 		int	 emulator;		/* PUBSUB_EMULATOR_HOST: plain
 						   HTTP, no credentials */
+		char	*adc_file;		/* the ADC file; NULL: the
+						   metadata server */
+		char	 source[800];		/* what it is, as outboxd -t
+						   says it; "" when unused */
 	} pubsub;
 
 	char		*sqs_queue_url;

@@ -57,10 +57,7 @@ sink_pubsub_call_free(void *arg)
 
 	free(call->url);
 	free(call->body);
-	if (call->token != NULL) {
-		explicit_bzero(call->token, strlen(call->token));
-		free(call->token);
-	}
+	gcp_free_secret(call->token);
 	free(call);
 }
 
@@ -267,7 +264,8 @@ sink_pubsub_publish(struct httpc *hc, struct sink_target *t,
 	w->hc = hc;
 	w->call = call;
 	rv = gcp_auth_token(hc, d->timeout > 0 ? d->timeout :
-	    SINK_PUBSUB_TIMEOUT, &token, sink_pubsub_token, w,
+	    SINK_PUBSUB_TIMEOUT, t->conf->pubsub.adc_file, &token,
+	    sink_pubsub_token, w,
 	    sink_pubsub_wait_free);
 	if (rv == 0)
 		return 0;	/* w is gcp_auth.c's now */

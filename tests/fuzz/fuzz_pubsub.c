@@ -16,7 +16,14 @@
  * leaves nothing allocated (LeakSanitizer) and an error that does not
  * quote the input; the body is JSON whose data decodes back to the
  * payload byte for byte and whose attributes and orderingKey are the
- * input.  Built and run by `make fuzz` (FUZZ_SECONDS); by hand, from the
+ * input.  The same bytes as an authorized_user or external_account file
+ * (gcp_cred_parse, src/gcp_external.c): refused, nothing is left
+ * allocated and the error quotes nothing but a type; taken, the fields
+ * a flow needs are there, and the refresh and STS form bodies built
+ * from it decode back to its values and a subject token; as a subject
+ * token's text or JSON (gcp_subject_parse) and a generateAccessToken
+ * reply (gcp_iam_parse): a token of the header's characters, a life
+ * of 1 s to 7 days.  Built and run by `make fuzz` (FUZZ_SECONDS); by hand, from the
  * top of a configured tree:
  *
  *   make fuzz-build FUZZ_TARGETS=pubsub && mkdir -p /tmp/fuzz-pubsub && tests/fuzz/build/fuzz_pubsub -max_total_time=300 /tmp/fuzz-pubsub tests/fuzz/corpus/pubsub
@@ -32,6 +39,7 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include <curl/curl.h>
 #include <openssl/evp.h>
 
 #include "outboxd.h"
@@ -140,6 +148,116 @@ fz_sa_key_parse(const char *text, size_t len)
 	CHECK(memcmp(&k, &zero, sizeof k) == 0);
 }
 
+/* The form body's value of name decoded equals want. */
+static void
+fz_form_is(const char *body, const char *name, const char *want)
+{
+	const char	*p = body;
+	size_t		 n = strlen(name);
+	char		*d;
+	int		 len;
+
+	for (; p != NULL; p = strchr(p, '&'), p = p != NULL ? p + 1 : NULL)
+		if (strncmp(p, name, n) == 0 && p[n] == '=')
+			break;
+	CHECK(p != NULL);
+	p += n + 1;
+	CHECK((d = curl_easy_unescape(NULL, p, (int)strcspn(p, "&"), &len)) !=
+	    NULL);
+	CHECK((size_t)len == strlen(want) && memcmp(d, want, (size_t)len) ==
+	    0);
+	curl_free(d);
+}
+
+static int
+fz_is_url(const char *u)
+{
+	return u != NULL && (strncmp(u, "https://", 8) == 0 ||
+	    strncmp(u, "http://", 7) == 0);
+}
+
+static void
+fz_cred_parse(const char *text, size_t len)
+{
+	static const struct gcp_cred	 zero;
+	struct gcp_cred			 c;
+	char				 err[300], *b, sub[64];
+	cJSON				*j;
+
+	if (gcp_cred_parse(text, len, &c, err, sizeof err) == -1) {
+		CHECK(memcmp(&c, &zero, sizeof c) == 0);
+		CHECK(memchr(err, '\0', sizeof err) != NULL && err[0] != '\0');
+		CHECK(strchr(err, '"') == NULL || strncmp(err, "type \"", 6) ==
+		    0 || strstr(err, "\"text\" nor \"json\"") != NULL);
+		return;
+	}
+	CHECK(fz_is_url(c.token_uri));
+	if (c.type == GCP_CRED_USER) {
+		CHECK(c.client_id != NULL && c.client_secret != NULL &&
+		    c.refresh_token != NULL);
+		CHECK((b = gcp_refresh_body(&c)) != NULL);
+		fz_form_is(b, "grant_type", "refresh_token");
+		fz_form_is(b, "client_id", c.client_id);
+		fz_form_is(b, "client_secret", c.client_secret);
+		fz_form_is(b, "refresh_token", c.refresh_token);
+		free(b);
+	} else {
+		CHECK(c.type == GCP_CRED_EXTERNAL);
+		CHECK(c.audience != NULL && c.subject_token_type != NULL);
+		CHECK((c.src_file == NULL) != (c.src_url == NULL));
+		CHECK(c.src_url == NULL || fz_is_url(c.src_url));
+		CHECK(c.src_nheaders == 0 || c.src_url != NULL);
+		CHECK(c.impersonation_url == NULL ||
+		    fz_is_url(c.impersonation_url));
+		CHECK(c.lifetime_s >= 600 && c.lifetime_s <= 43200);
+		CHECK((c.client_id == NULL) == (c.client_secret == NULL));
+		/* A subject token with the characters a form must encode. */
+		snprintf(sub, sizeof sub, "s&u=b+%zu", len);
+		b = gcp_sts_body(&c, sub);
+		CHECK(b != NULL || (c.user_project != NULL &&
+		    strpbrk(c.user_project, "\"\\") != NULL));
+		if (b != NULL) {
+			fz_form_is(b, "audience", c.audience);
+			fz_form_is(b, "subject_token", sub);
+			fz_form_is(b, "subject_token_type",
+			    c.subject_token_type);
+			free(b);
+		}
+		CHECK((b = gcp_iam_body(&c)) != NULL);
+		CHECK((j = cJSON_Parse(b)) != NULL);
+		cJSON_Delete(j);
+		free(b);
+	}
+	gcp_cred_describe(&c, err, sizeof err);
+	gcp_cred_clear(&c);
+	CHECK(memcmp(&c, &zero, sizeof c) == 0);
+}
+
+static void
+fz_subject_iam(const char *text, size_t len)
+{
+	char	 err[200], *t;
+	long	 life = -1;
+
+	if ((t = gcp_subject_parse(text, len, NULL, err, sizeof err)) != NULL) {
+		CHECK(t[0] != '\0' && strlen(t) <= len);
+		free(t);
+	} else
+		CHECK(memchr(err, '\0', sizeof err) != NULL);
+	if ((t = gcp_subject_parse(text, len, "token", err, sizeof err)) !=
+	    NULL) {
+		CHECK(t[0] != '\0');
+		free(t);
+	}
+	if ((t = gcp_iam_parse(text, len, 1700000000, &life)) == NULL) {
+		CHECK(life == -1);
+		return;
+	}
+	CHECK(life >= 1 && life <= 86400L * 7);
+	CHECK(gcp_token_valid(t));
+	free(t);
+}
+
 /* The string member name of o, which must be there. */
 static const char *
 fz_get(const cJSON *o, const char *name)
@@ -227,6 +345,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_error_parse(text, len);
 	fz_token_parse(text, len);
 	fz_sa_key_parse(text, len);
+	fz_cred_parse(text, len);
+	fz_subject_iam(text, len);
 	fz_body(data + 1, len, (data[0] & 0x40) != 0);
 	return 0;
 }

@@ -117,7 +117,8 @@ awk '/^\.Sh EXAMPLES/ { ex = 1; next } ex && /^\.Bd -literal/ { on = 1; next }
 	on && /^\.Ed/ { exit } on { print }' "$T_ROOT/man/outbox.conf.5" |
 	sed 's/\\e/\\/g' >"$T_DIR/man-example.conf"
 check "the manual's complete example has destinations" grep -q '^destination ' "$T_DIR/man-example.conf"
-good "outbox.conf(5) complete example" "$T_DIR/man-example.conf"
+# (its pubsub destination adds -t's "Google credentials:" line)
+good "outbox.conf(5) complete example" "$T_DIR/man-example.conf" "credentials: region: Google"
 # etc/outbox.conf's commented-out destinations, switched on as they stand
 # (a secret given to the webhook, whose "" the file leaves to fill in)
 sed -e 's/^#\(destination \|	\|}\)/\1/' -e 's|^\(	secret = \)""$|\1"'"$HOOK_SECRET"'"|' \
@@ -128,7 +129,7 @@ RC=0
 OUT=$(AWS_REGION=eu-west-1 AWS_ACCESS_KEY_ID=AKIDENV AWS_SECRET_ACCESS_KEY="$AWS_SECRET" \
 	timeout 20 "$OUTBOXD" -t -c "$T_DIR/etc-on.conf" 2>&1) || RC=$?
 check_eq "etc/outbox.conf with its destinations on: exit status" 0 "$RC"
-check_t_ok "etc/outbox.conf with its destinations on" "$T_DIR/etc-on.conf"
+check_t_ok "etc/outbox.conf with its destinations on" "$T_DIR/etc-on.conf" "credentials: region: Google"
 
 # ---- 2. each mistake, with its line ----------------------------------------
 # bad NAME LINE MESSAGE SED... -- BASE with the sed expressions applied is

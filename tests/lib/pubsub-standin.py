@@ -15,7 +15,11 @@ service refuses:
     string of at most 1024 bytes; a message needs data or attributes.  An
     unknown topic is 404 NOT_FOUND "Resource not found (resource=T).";
     without a valid bearer token 401 UNAUTHENTICATED (an expired one
-    too).  Errors are Google's JSON {"error": {"code", "message",
+    too).
+  projects.topics.create: PUT /v1/projects/P/topics/T, body empty or a
+    JSON object (Topic), the same authentication; 409 ALREADY_EXISTS
+    "Topic already exists" if it does; answers {"name":
+    "projects/P/topics/T"}.  Errors are Google's JSON {"error": {"code", "message",
     "status"}}.  The answer is {"messageIds": [...]}.
   OAuth 2.0 for Server to Server Applications: POST /token, form body
     grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=JWT;
@@ -28,6 +32,39 @@ service refuses:
   The metadata server: GET
     /computeMetadata/v1/instance/service-accounts/default/token with
     Metadata-Flavor: Google (else 403), and no X-Forwarded-For.
+  OAuth 2.0 token refresh (RFC 6749, 6; what an authorized_user file,
+    `gcloud auth application-default login`'s, is used with): POST /token,
+    application/x-www-form-urlencoded, exactly grant_type=refresh_token,
+    client_id, client_secret, refresh_token; an unknown client or a wrong
+    secret is 401 {"error": "invalid_client"}, another refresh token 400
+    {"error": "invalid_grant"}.  Needs --client-id, --client-secret,
+    --refresh-token.
+  Security Token Service API v1, token (RFC 8693 token exchange;
+    workload identity federation, AIP-4117): POST /v1/token,
+    application/x-www-form-urlencoded, grant_type
+    urn:ietf:params:oauth:grant-type:token-exchange, requested_token_type
+    urn:ietf:params:oauth:token-type:access_token, subject_token_type one
+    of the jwt, id_token, saml2 and aws4_request types, audience =
+    --audience, scope holding the Pub/Sub or cloud-platform scope,
+    subject_token one of the subject tokens set by /__control (else 400
+    invalid_grant), no other parameter but options (JSON) and, with
+    --sts-client ID:SECRET, HTTP Basic of that client (else 401
+    invalid_client).  Answers {"access_token", "issued_token_type",
+    "token_type": "Bearer", "expires_in"}.
+  IAM Service Account Credentials API v1, generateAccessToken: POST
+    /v1/projects/-/serviceAccounts/EMAIL:generateAccessToken, EMAIL =
+    --impersonate, bearer token an STS token of cloud-platform scope (an
+    expired or unknown one 401 UNAUTHENTICATED, another scope 403
+    PERMISSION_DENIED), JSON {"scope": [...] (required; Pub/Sub or
+    cloud-platform), "lifetime": "Ns" (up to 43200 s), "delegates"} and
+    nothing else (400 INVALID_ARGUMENT).  Answers {"accessToken",
+    "expireTime" (RFC 3339, UTC)}.
+  A subject token URL (credential_source.url, as on Azure or an OIDC
+    token service): GET /subject, with each --subject-header NAME:VALUE
+    (else 400); the current subject token as text, or with ?json=1 as
+    {"id_token": TOKEN}.
+Every token issued records its kind ("jwt", "metadata", "refresh", "sts",
+"iam"); a publish's record carries the kind of the token it used.
 
     pubsub-standin.py --record FILE.jsonl --pubkey PEM --client-email E
         [--token-ttl 60] [--topic PROJECT/TOPIC ...] [--port 0]
@@ -37,8 +74,13 @@ Every publish request is appended to --record: {"t", "path", "topic",
 "auth" (the Authorization header or null), "status", "messages" (as
 accepted, with "messageId")}.
 Control: POST /__control {"fail": {"mode": "500"|"429"|"UNAVAILABLE",
-"seconds": S}} fails every publish that long; {"create": "P/T"} makes a
-topic.  GET /__control: stats (requests, by_status, tokens, bad_auth).
+"seconds": S, "topic": "P/T" (optional: only that topic's)}} fails every
+publish that long; {"create": "P/T"} makes a
+topic; {"subjects": {"LABEL": TOKEN, ...}} replaces the subject tokens the
+STS takes (and /subject serves the last); {"token_ttl": S} changes the
+tokens' life.  GET /__control: stats (requests, by_status, tokens,
+by_kind, sts_by_subject (LABEL: exchanges), refused (why: count),
+bad_auth, expired_auth).
 """
 import argparse
 import base64
@@ -58,6 +100,14 @@ import proxylib  # noqa: E402
 
 NAME = "pubsub-standin"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+SUBJECT_TYPES = ("urn:ietf:params:oauth:token-type:jwt",
+                 "urn:ietf:params:oauth:token-type:id_token",
+                 "urn:ietf:params:oauth:token-type:saml2",
+                 "urn:ietf:params:aws:token-type:aws4_request")
+CLOUD_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+IAM_PREFIX = "/v1/projects/-/serviceAccounts/"
 SCOPES = ("https://www.googleapis.com/auth/pubsub",
           "https://www.googleapis.com/auth/cloud-platform")
 META_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
@@ -84,11 +134,15 @@ class Standin:
         self.a = a
         self.lock = threading.Lock()
         self.topics = set(a.topic or [])
-        self.tokens = {}          # token -> expiry (unix s)
+        self.tokens = {}          # token -> (expiry (unix s), kind, scopes)
+        self.subjects = {}        # subject token -> label
+        self.last_subject = None
         self.fail_mode = None
         self.fail_until = 0.0
+        self.fail_topic = None
         self.next_id = 1
         self.stats = {"requests": 0, "by_status": {}, "tokens": 0,
+                      "by_kind": {}, "sts_by_subject": {}, "refused": {},
                       "bad_auth": 0, "expired_auth": 0, "messages": 0}
 
     def write_stats(self):
@@ -99,15 +153,168 @@ class Standin:
         k = str(status)
         self.stats["by_status"][k] = self.stats["by_status"].get(k, 0) + 1
 
-    def issue(self):
-        tok = "ya29.standin-" + binascii.hexlify(os.urandom(24)).decode()
+    def mint(self, kind, scopes, ttl=None):
+        ttl = self.a.token_ttl if ttl is None else ttl
+        tok = "ya29.standin-%s-" % kind + binascii.hexlify(os.urandom(24)).decode()
         with self.lock:
-            self.tokens[tok] = time.time() + self.a.token_ttl
+            self.tokens[tok] = (time.time() + ttl, kind, tuple(scopes))
             self.stats["tokens"] += 1
+            self.stats["by_kind"][kind] = self.stats["by_kind"].get(kind, 0) + 1
             self.write_stats()
-        return proxylib.json_response(200, {
-            "access_token": tok, "expires_in": self.a.token_ttl,
-            "token_type": "Bearer"}, "application/json; charset=utf-8")
+        return tok, ttl
+
+    def issue(self, kind="jwt", scopes=SCOPES[:1], extra=None):
+        tok, ttl = self.mint(kind, scopes)
+        body = {"access_token": tok, "expires_in": ttl, "token_type": "Bearer"}
+        body.update(extra or {})
+        return proxylib.json_response(200, body, "application/json; charset=utf-8")
+
+    def refuse(self, status, why, body):
+        """A refused credential request: counted by why, logged."""
+        with self.lock:
+            self.stats["refused"][why] = self.stats["refused"].get(why, 0) + 1
+            self.write_stats()
+        proxylib.log(NAME, "refused (%d): %s" % (status, why))
+        return proxylib.json_response(status, body, "application/json; charset=utf-8")
+
+    def oauth_refuse(self, status, err, why):
+        return self.refuse(status, why, {"error": err, "error_description": why})
+
+    def form(self, req):
+        """The form body as {name: value}, or a why: each name once."""
+        if (req.header("Content-Type") or "").split(";")[0].strip() != \
+                "application/x-www-form-urlencoded":
+            return "Content-Type is not application/x-www-form-urlencoded"
+        try:
+            pairs = urllib.parse.parse_qsl(req.body.decode("ascii"), keep_blank_values=True,
+                                           strict_parsing=True)
+        except (UnicodeDecodeError, ValueError):
+            return "not a form body"
+        f = dict(pairs)
+        if len(f) != len(pairs):
+            return "a parameter given twice"
+        return f
+
+    def refresh(self, req, f):
+        a = self.a
+        if set(f) != {"grant_type", "client_id", "client_secret", "refresh_token"}:
+            return self.oauth_refuse(400, "invalid_request",
+                                     "refresh: parameters %s" % sorted(f))
+        if f["client_id"] != a.client_id or f["client_secret"] != a.client_secret:
+            return self.oauth_refuse(401, "invalid_client", "The OAuth client was not found.")
+        if f["refresh_token"] != a.refresh_token:
+            return self.oauth_refuse(400, "invalid_grant", "Bad Request")
+        return self.issue("refresh", SCOPES, {"scope": " ".join(SCOPES)})
+
+    def sts(self, req):
+        a = self.a
+        if req.method != "POST":
+            return proxylib.Response(405, "POST only\n")
+        f = self.form(req)
+        if isinstance(f, str):
+            return self.oauth_refuse(400, "invalid_request", f)
+        need = {"grant_type", "audience", "scope", "requested_token_type",
+                "subject_token", "subject_token_type"}
+        if need - set(f) or set(f) - need - {"options"}:
+            return self.oauth_refuse(400, "invalid_request", "STS: parameters %s" % sorted(f))
+        if f["grant_type"] != TOKEN_EXCHANGE:
+            return self.oauth_refuse(400, "unsupported_grant_type", "Invalid grant_type.")
+        if f["requested_token_type"] != ACCESS_TOKEN_TYPE:
+            return self.oauth_refuse(400, "invalid_request", "Invalid requested_token_type.")
+        if f["subject_token_type"] not in SUBJECT_TYPES:
+            return self.oauth_refuse(400, "invalid_request", "Invalid subject_token_type.")
+        if f["audience"] != a.audience:
+            return self.oauth_refuse(400, "invalid_target", "Invalid audience.")
+        scopes = f["scope"].split()
+        if not any(s in scopes for s in SCOPES):
+            return self.oauth_refuse(400, "invalid_scope", "Invalid scope.")
+        if "options" in f:
+            try:
+                if not isinstance(json.loads(f["options"]), dict):
+                    raise ValueError
+            except ValueError:
+                return self.oauth_refuse(400, "invalid_request", "options is not a JSON object")
+        if a.sts_client:
+            want = "Basic " + base64.b64encode(a.sts_client.encode()).decode()
+            if req.header("Authorization") != want:
+                return self.oauth_refuse(401, "invalid_client", "STS client authentication failed.")
+        elif req.header("Authorization"):
+            return self.oauth_refuse(400, "invalid_request", "STS: an Authorization header without a client")
+        with self.lock:
+            label = self.subjects.get(f["subject_token"])
+            if label is not None:
+                d = self.stats["sts_by_subject"]
+                d[label] = d.get(label, 0) + 1
+        if label is None:
+            return self.oauth_refuse(400, "invalid_grant", "The subject token is invalid or expired.")
+        return self.issue("sts", scopes, {"issued_token_type": ACCESS_TOKEN_TYPE})
+
+    def bearer(self, req):
+        """(token, (expiry, kind, scopes)) of the request, or None."""
+        auth = req.header("Authorization") or ""
+        if not auth.startswith("Bearer "):
+            return None, None
+        with self.lock:
+            return auth[7:], self.tokens.get(auth[7:])
+
+    def iam(self, req):
+        a = self.a
+        name = req.path[len(IAM_PREFIX):]
+        if req.method != "POST" or not name.endswith(":generateAccessToken"):
+            return gerror("NOT_FOUND", "Method not found.")
+        _, t = self.bearer(req)
+        if t is None or t[0] <= time.time():
+            return self.refuse(401, "IAM: bearer token unknown or expired", {"error": {
+                "code": 401, "status": "UNAUTHENTICATED",
+                "message": "Request had invalid authentication credentials."}})
+        if t[1] != "sts" or CLOUD_SCOPE not in t[2]:
+            return self.refuse(403, "IAM: not an STS token of cloud-platform scope", {"error": {
+                "code": 403, "status": "PERMISSION_DENIED",
+                "message": "Request had insufficient authentication scopes."}})
+        if name[:-len(":generateAccessToken")] != a.impersonate:
+            return self.refuse(403, "IAM: another service account", {"error": {
+                "code": 403, "status": "PERMISSION_DENIED",
+                "message": "Permission 'iam.serviceAccounts.getAccessToken' denied on resource (or it may not exist)."}})
+        try:
+            doc = json.loads(req.body)
+        except ValueError:
+            doc = None
+        bad = None
+        if (req.header("Content-Type") or "").split(";")[0].strip() != "application/json":
+            bad = "Content-Type is not application/json"
+        elif not isinstance(doc, dict) or set(doc) - {"scope", "lifetime", "delegates"}:
+            bad = "Invalid JSON payload received."
+        elif not isinstance(doc.get("scope"), list) or not doc["scope"] or \
+                not any(s in doc["scope"] for s in SCOPES):
+            bad = "Scope required."
+        life = 3600
+        if bad is None and "lifetime" in doc:
+            lt = doc["lifetime"]
+            if not isinstance(lt, str) or not lt.endswith("s") or not lt[:-1].isdigit() \
+                    or not 1 <= int(lt[:-1]) <= 43200:
+                bad = "Invalid value at 'lifetime' (type.googleapis.com/google.protobuf.Duration)"
+            else:
+                life = int(lt[:-1])
+        if bad:
+            return self.refuse(400, "IAM: " + bad, {"error": {
+                "code": 400, "status": "INVALID_ARGUMENT", "message": bad}})
+        tok, ttl = self.mint("iam", doc["scope"], min(life, self.a.token_ttl))
+        exp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + ttl))
+        return proxylib.json_response(200, {"accessToken": tok, "expireTime": exp},
+                                      "application/json; charset=UTF-8")
+
+    def subject(self, req):
+        for h in self.a.subject_header or []:
+            n, v = h.split(":", 1)
+            if req.header(n) != v:
+                return self.refuse(400, "subject URL: no %s header" % n, {"error": "bad header"})
+        with self.lock:
+            tok = self.last_subject
+        if tok is None:
+            return proxylib.Response(404, "no subject token\n")
+        if "json=1" in urllib.parse.urlsplit(req.target).query:
+            return proxylib.json_response(200, {"id_token": tok}, "application/json")
+        return proxylib.Response(200, tok, [("Content-Type", "text/plain")])
 
     def verify_jwt(self, jwt, token_uri):
         parts = jwt.split(".")
@@ -148,6 +355,10 @@ class Standin:
     def token(self, req):
         if req.method != "POST":
             return proxylib.Response(405, "POST only\n")
+        form = self.form(req)
+        if isinstance(form, dict) and form.get("grant_type") == "refresh_token" \
+                and self.a.refresh_token:
+            return self.refresh(req, form)
         f = urllib.parse.parse_qs(req.body.decode("ascii", "replace"), strict_parsing=False)
         if f.get("grant_type") != [JWT_BEARER] or len(f.get("assertion", [])) != 1:
             return proxylib.json_response(400, {"error": "unsupported_grant_type",
@@ -165,7 +376,7 @@ class Standin:
         if req.method != "GET" or req.header("Metadata-Flavor") != "Google" \
                 or req.header("X-Forwarded-For"):
             return proxylib.Response(403, "Missing Metadata-Flavor:Google header.\n")
-        return self.issue()
+        return self.issue("metadata", SCOPES)
 
     def check_auth(self, req):
         auth = req.header("Authorization")
@@ -173,11 +384,11 @@ class Standin:
             return None
         if not auth or not auth.startswith("Bearer "):
             return "Request is missing required authentication credential."
-        exp = self.tokens.get(auth[7:])
-        if exp is None:
+        t = self.tokens.get(auth[7:])
+        if t is None or not any(s in t[2] for s in SCOPES):
             self.stats["bad_auth"] += 1
             return "Request had invalid authentication credentials."
-        if exp <= time.time():
+        if t[0] <= time.time():
             self.stats["expired_auth"] += 1
             return "Request had invalid authentication credentials. Expected OAuth 2 access token."
         return None
@@ -223,9 +434,31 @@ class Standin:
                 return "Some messages are empty: they need data or attributes."
         return msgs
 
+    def create(self, req, p):
+        topic = p[3] + "/" + p[5]
+        with self.lock:
+            why = self.check_auth(req)
+            if why:
+                return gerror("UNAUTHENTICATED", why)
+            try:
+                if req.body and not isinstance(json.loads(req.body), dict):
+                    raise ValueError
+            except ValueError:
+                return gerror("INVALID_ARGUMENT", "Invalid JSON payload received.")
+            if topic in self.topics:
+                return proxylib.json_response(409, {"error": {
+                    "code": 409, "message": "Topic already exists", "status": "ALREADY_EXISTS"}},
+                    "application/json; charset=UTF-8")
+            self.topics.add(topic)
+        return proxylib.json_response(200, {"name": "projects/%s/topics/%s" % (p[3], p[5])},
+                                      "application/json; charset=UTF-8")
+
     def publish(self, req):
         path = req.path
         p = path.split("/")
+        if req.method == "PUT" and len(p) == 6 and p[1] == "v1" and p[2] == "projects" \
+                and p[4] == "topics" and ":" not in p[5]:
+            return self.create(req, p)
         # /v1/projects/P/topics/T:publish
         if req.method != "POST" or len(p) != 6 or p[1] != "v1" or p[2] != "projects" \
                 or p[4] != "topics" or not p[5].endswith(":publish"):
@@ -237,7 +470,7 @@ class Standin:
             why = self.check_auth(req)
             if why:
                 resp, accepted = gerror("UNAUTHENTICATED", why), []
-            elif now < self.fail_until:
+            elif now < self.fail_until and self.fail_topic in (None, topic):
                 mode = self.fail_mode
                 resp = (gerror("UNAVAILABLE", "The service is currently unavailable.") if mode == "UNAVAILABLE"
                         else gerror("RESOURCE_EXHAUSTED", "Quota exceeded.") if mode == "429"
@@ -260,9 +493,11 @@ class Standin:
                     self.stats["messages"] += len(msgs)
                     resp = proxylib.json_response(200, {"messageIds": ids}, "application/json")
             self.count(resp.status)
+            auth = req.header("Authorization") or ""
+            t = self.tokens.get(auth[7:]) if auth.startswith("Bearer ") else None
             rec = {"t": now, "path": path, "topic": topic,
                    "auth": req.header("Authorization"), "status": resp.status,
-                   "messages": accepted}
+                   "kind": t[1] if t else None, "messages": accepted}
             with open(self.a.record, "a", encoding="utf-8") as f:
                 f.write(json.dumps(rec) + "\n")
             self.write_stats()
@@ -278,9 +513,15 @@ class Standin:
                 if "fail" in c:
                     self.fail_mode = str(c["fail"]["mode"])
                     self.fail_until = time.time() + float(c["fail"]["seconds"])
+                    self.fail_topic = c["fail"].get("topic")
                 if "create" in c:
                     self.topics.add(c["create"])
-            proxylib.log(NAME, "control %s" % c)
+                if "subjects" in c:
+                    self.subjects = {v: k for k, v in c["subjects"].items()}
+                    self.last_subject = list(c["subjects"].values())[-1] if c["subjects"] else None
+                if "token_ttl" in c:
+                    self.a.token_ttl = int(c["token_ttl"])
+            proxylib.log(NAME, "control %s" % sorted(c))
         with self.lock:
             return proxylib.json_response(200, self.stats, "application/json")
 
@@ -291,6 +532,12 @@ class Standin:
             return self.token(req)
         if req.path == META_PATH:
             return self.metadata(req)
+        if req.path == "/v1/token":
+            return self.sts(req)
+        if req.path.startswith(IAM_PREFIX):
+            return self.iam(req)
+        if req.path == "/subject":
+            return self.subject(req)
         return self.publish(req)
 
 
@@ -301,6 +548,13 @@ def main():
     ap.add_argument("--client-email", required=True)
     ap.add_argument("--token-ttl", type=int, default=60)
     ap.add_argument("--topic", action="append", help="PROJECT/TOPIC that exists")
+    ap.add_argument("--client-id", default=None, help="authorized_user's OAuth client")
+    ap.add_argument("--client-secret", default=None)
+    ap.add_argument("--refresh-token", default=None)
+    ap.add_argument("--audience", default=None, help="the STS audience (workload identity provider)")
+    ap.add_argument("--sts-client", default=None, help="ID:SECRET the STS wants as HTTP Basic")
+    ap.add_argument("--impersonate", default=None, help="service account email of generateAccessToken")
+    ap.add_argument("--subject-header", action="append", help="NAME:VALUE /subject needs")
     ap.add_argument("--emulator", action="store_true", help="no authentication, as the emulator")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
