@@ -48,6 +48,21 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS commit_seq bigint;
 -- headers).  See outbox(7).
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS destination text;
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS headers jsonb;
+-- A destination is a name outbox.conf can give one (conf_dest.c: 1 to 64
+-- of A-Z a-z 0-9 _ . -): any other text can never be delivered, so it is
+-- refused at the INSERT, in the writer's transaction.  NOT VALID: rows of
+-- an existing database are not checked (they fail at their claim, as
+-- before, naming the destination).
+DO $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_constraint
+	    WHERE conname = 'outbox_destination_name'
+	      AND conrelid = 'outbox'::regclass) THEN
+		ALTER TABLE outbox ADD CONSTRAINT outbox_destination_name
+		    CHECK (destination ~ '^[A-Za-z0-9_.-]{1,64}$') NOT VALID;
+	END IF;
+END;
+$$;
 -- The replay (outbox_replays.id) that put a sent row back to pending;
 -- NULL: a live row.  Kept once the row is sent again, for audit, until
 -- another replay takes the row or retention deletes it.  The relay marks

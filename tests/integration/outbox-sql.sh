@@ -114,3 +114,16 @@ check_eq "3: no row for it" 0 "$(sql "SELECT count(*) FROM outbox WHERE ordering
 page_query=$(awk '/^What became of a row:$/ { f = 1; next } f && /^\.Bd/ { f = 2; next } f == 2 && /^\.Ed$/ { exit } f == 2' "$PAGE")
 check_eq "3: the page's status query" "$(sql "SELECT id FROM outbox WHERE ordering_key = 'inv-1001'")|sent|1|" \
 	"$(sql "$page_query")"
+
+# 4: a destination no outbox.conf can name is refused at the INSERT.
+for bad in "''" "'bad name'" "'$(printf 'd%.0s' $(seq 65))'" "'evil\"q'"; do
+	out=$(sql "INSERT INTO outbox (event_type, ordering_key, payload, destination)
+		VALUES ('t.x', 'k-bad', '{}', $bad)" 2>&1 || true)
+	check "4: destination $bad refused with the constraint's name" \
+		grep -q 'violates check constraint "outbox_destination_name"' <<<"$out"
+done
+check_eq "4: none of them inserted" 0 "$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'k-bad'")"
+check_eq "4: a name of 64 characters of the allowed ones is accepted" 1 \
+	"$(sql "INSERT INTO outbox (event_type, ordering_key, payload, destination)
+		VALUES ('t.x', 'k-ok', '{}', 'Orders.v1-' || repeat('x', 54)) RETURNING 1")"
+sql "DELETE FROM outbox WHERE ordering_key = 'k-ok'" >/dev/null
