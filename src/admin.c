@@ -68,7 +68,7 @@ static const char admin_sql_keys[] =
 
 static const char admin_sql_failed[] =
 	"SELECT id, event_type, ordering_key, attempts, last_error, "
-	"to_json(created_at) #>> '{}' FROM outbox "
+	"to_json(created_at) #>> '{}', destination FROM outbox "
 	"WHERE status = 'failed' AND id > $1 ORDER BY id LIMIT $2";
 
 /* $1 and $2 the destination (NULL: any) and the default's name: a row
@@ -441,6 +441,8 @@ admin_failed(struct pg_conn *conn, int64_t after_id, int limit, cJSON **out,
 		cJSON_AddItemToObject(r, "attempts", admin_num(res, i, 3));
 		cJSON_AddItemToObject(r, "last_error", admin_str(res, i, 4));
 		cJSON_AddItemToObject(r, "created_at", admin_str(res, i, 5));
+		/* As written: null is relay.default_destination's. */
+		cJSON_AddItemToObject(r, "destination", admin_str(res, i, 6));
 		cJSON_AddItemToArray(rows, r);
 	}
 	/* A full page may have a next one. */

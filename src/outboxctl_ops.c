@@ -285,7 +285,8 @@ ctl_failed(struct conf *conf, int argc, char **argv)
 	struct ctl_opts	 o;
 	PGconn		*pg;
 	cJSON		*j, *rows, *r, *next;
-	char		 err[1024], type[25], key[37], msg[CTL_ERROR_WIDTH + 1];
+	char		 err[1024], type[25], key[37], dest[17];
+	char		 msg[CTL_ERROR_WIDTH + 1];
 	int64_t		 limit = ADMIN_FAILED_LIMIT, after = 0;
 	int		 i, n;
 
@@ -318,8 +319,9 @@ ctl_failed(struct conf *conf, int argc, char **argv)
 	else if (n == 0)
 		printf("no failed rows%s\n", after > 0 ? " after this id" : "");
 	else {
-		printf("%-10s %-24s %-36s %8s  %-25s  %s\n", "ID", "EVENT_TYPE",
-		    "ORDERING_KEY", "ATTEMPTS", "CREATED_AT", "LAST_ERROR");
+		printf("%-10s %-24s %-36s %-16s %8s  %-25s  %s\n", "ID",
+		    "EVENT_TYPE", "ORDERING_KEY", "DESTINATION", "ATTEMPTS",
+		    "CREATED_AT", "LAST_ERROR");
 		cJSON_ArrayForEach(r, rows) {
 			ctl_cell(type, sizeof(type), ctl_str(r, "event_type"),
 			    24);
@@ -327,8 +329,13 @@ ctl_failed(struct conf *conf, int argc, char **argv)
 			    36);
 			ctl_cell(msg, sizeof(msg), ctl_str(r, "last_error"),
 			    CTL_ERROR_WIDTH);
-			printf("%-10.0f %-24s %-36s %8.0f  %-25s  %s\n",
-			    ctl_num(r, "id"), type, key, ctl_num(r, "attempts"),
+			/* NULL: the default destination's row. */
+			ctl_cell(dest, sizeof(dest),
+			    ctl_str(r, "destination") != NULL ?
+			    ctl_str(r, "destination") : "(default)", 16);
+			printf("%-10.0f %-24s %-36s %-16s %8.0f  %-25s  %s\n",
+			    ctl_num(r, "id"), type, key, dest,
+			    ctl_num(r, "attempts"),
 			    ctl_str(r, "created_at") != NULL ?
 			    ctl_str(r, "created_at") : "-", msg);
 		}

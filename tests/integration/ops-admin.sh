@@ -80,6 +80,8 @@ check "GET /outbox/failed lists exactly the failed rows" cmp -s "$T_DIR/failed.d
 check "each row has event_type, ordering_key, attempts 1, last_error, created_at" \
 	jq_true '[.rows[] | select(.event_type == "order.created" and (.ordering_key | length == 36) and .attempts == 1
 		and (.last_error | test("InvalidParameterValue")) and (.created_at | type == "string"))] | length == 6' "$HTTP_BODY"
+check "  ... and destination null (relay.default_destination's rows)" \
+	jq_true '[.rows[] | select(has("destination") and .destination == null)] | length == 6' "$HTTP_BODY"
 check "one page: next_after_id is null" jq_true '.next_after_id == null' "$HTTP_BODY"
 admin GET '/outbox/failed?limit=4'
 p1=$HTTP_BODY
@@ -93,6 +95,8 @@ rc=0
 ctl failed >"$T_DIR/ctl.failed" || rc=$?
 check_eq "outboxctl failed: exit 0 when rows are listed" 0 "$rc"
 check_eq "outboxctl failed: a header and one line per row" $((NF + 1)) "$(wc -l <"$T_DIR/ctl.failed")"
+check "outboxctl failed: a DESTINATION column, (default) on each row" \
+	awk 'NR == 1 { ok = ($4 == "DESTINATION") } NR > 1 && $4 != "(default)" { ok = 0 } END { exit !ok }' "$T_DIR/ctl.failed"
 check "outboxctl failed shows last_error" grep -q 'InvalidParameterValue' "$T_DIR/ctl.failed"
 ctl failed --json >"$T_DIR/ctl.failed.json"
 check "outboxctl failed --json: the same rows as the API" cmp -s "$T_DIR/failed.db" <(jq -r '.rows[].id' "$T_DIR/ctl.failed.json")

@@ -92,6 +92,12 @@ check_eq "5 deliveries at the webhook" 5 "$(hooks_got)"
 check "hooks deliveries carry the row's header" jq -e -s '[.[] | select(.path == "/hooks" and .headers["x-trace"] == "t-1" and .sig_ok)] | length == 5' "$REC"
 check_eq "the row naming \"hookz\" is failed" failed "$(sql "SELECT status FROM outbox WHERE id = $typo")"
 check "  ... saying it is not in outbox.conf" grep -q 'destination "hookz" is not in outbox.conf' <<<"$(sql "SELECT last_error FROM outbox WHERE id = $typo")"
+admin GET /outbox/failed
+check "GET /outbox/failed names the row's destination (hookz)" \
+	jq_true "[.rows[] | select(.id == $typo and .destination == \"hookz\")] | length == 1" "$HTTP_BODY"
+ctl failed >"$T_DIR/ctl.failed" || true
+check "outboxctl failed: hookz in its DESTINATION column" \
+	awk -v id="$typo" '$1 == id && / hookz / { f = 1 } END { exit !f }' "$T_DIR/ctl.failed"
 fresh_scrape "$M.1"
 check_eq "published sent {destination=default,sink=sqs}" 5 \
 	"$(delta "$M.0" "$M.1" 'outboxd_published_messages_total{destination="default",sink="sqs",outcome="sent"}')"
