@@ -711,7 +711,6 @@ conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 		return -1;
 	}
 	warning = conf_mode_warning(path, mode, &conf_secrets);
-	free(buf);
 	conf_secrets.n = 0;	/* the spans pointed into buf */
 
 	if ((c = calloc(1, sizeof(*c))) == NULL ||
@@ -719,11 +718,17 @@ conf_load(const char *path, struct conf **out, char *err, size_t errlen)
 		free(c);
 		free(warning);
 		cfg_free(cfg);
+		free(buf);
 		snprintf(err, errlen, "%s: out of memory", path);
 		return -1;
 	}
 	c->mode_warning = warning;
+	/* The text again, for the lines of checks across keys
+	 * (conf_section_line()). */
+	conf_text = buf;
 	rv = conf_fill(cfg, c, err, errlen);
+	conf_text = NULL;
+	free(buf);
 	cfg_free(cfg);
 	if (rv == -1) {
 		conf_free(c);

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -597,6 +598,20 @@ nomem:
 	return -1;
 }
 
+/* "FILE:LINE" of the relay section (checks across keys of it name no
+ * single key's line; the section's is the nearest one), or just FILE. */
+static const char *
+conf_dest_relay_at(const struct conf *c, char *buf, size_t len)
+{
+	int	line = conf_section_line("relay", NULL);
+
+	if (line > 0)
+		snprintf(buf, len, "%s:%d", c->path, line);
+	else
+		snprintf(buf, len, "%s", c->path);
+	return buf;
+}
+
 /*
  * A publish must end inside its claim's lease, so rows still waiting for
  * the sink at lease - timeout are not published (relay.c).  Half the
@@ -609,6 +624,7 @@ conf_dest_lease(cfg_t *cfg, const struct conf *c, int legacy, char *err,
     size_t errlen)
 {
 	const struct conf_destination	*d;
+	char				 at[PATH_MAX + 16];
 	int				 i;
 
 	for (i = 0; c->relay.workers > 0 && i < c->n_destinations; i++) {
@@ -620,7 +636,8 @@ conf_dest_lease(cfg_t *cfg, const struct conf *c, int legacy, char *err,
 			    "at least twice the sink's timeout (%s = %ld ms): a "
 			    "publish must end within the lease of its claim, "
 			    "with time left for the claim and the wait for the "
-			    "sink", c->path, c->relay.lease, c->relay.sink ==
+			    "sink", conf_dest_relay_at(c, at, sizeof(at)),
+			    c->relay.lease, c->relay.sink ==
 			    CONF_SINK_HTTP ? "webhook.timeout" :
 			    "relay.timeout", d->timeout);
 		else
@@ -628,7 +645,8 @@ conf_dest_lease(cfg_t *cfg, const struct conf *c, int legacy, char *err,
 			    "at least twice the timeout of destination %s (%ld "
 			    "ms%s): a publish must end within the lease of its "
 			    "claim, with time left for the claim and the wait "
-			    "for the sink", c->path, c->relay.lease, d->name,
+			    "for the sink", conf_dest_relay_at(c, at, sizeof(at)),
+			    c->relay.lease, d->name,
 			    d->timeout, cfg_getint(cfg_getnsec(cfg,
 			    "destination", i), "timeout") != 0 ? "" :
 			    d->sink == CONF_SINK_HTTP ? ", webhook.timeout's" :
@@ -703,6 +721,7 @@ conf_dest_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 {
 	const struct conf_destination	*d;
 	const char			*def;
+	char				 at[PATH_MAX + 16];
 	unsigned			 n = cfg_size(cfg, "destination"), i;
 	int				 rv, legacy = -1;
 
@@ -736,7 +755,8 @@ conf_dest_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 			snprintf(err, errlen, "%s: relay.default_destination = "
 			    "\"%s\": no destination of that name (a destination "
 			    "%s {} section, or \"%s\" when relay.sink with sqs "
-			    "{} or webhook {} makes it)", c->path, def, def,
+			    "{} or webhook {} makes it)",
+			    conf_dest_relay_at(c, at, sizeof(at)), def, def,
 			    CONF_LEGACY_DESTINATION);
 			return -1;
 		}

@@ -429,7 +429,8 @@ conf_span_name(const struct conf_span *sp, char *buf, size_t len)
 
 /*
  * The line where "SECTION TITLE {" opens in buf (comments stripped), the
- * title bare or quoted; 0 if it is not found.  For the messages about a
+ * title bare or quoted ("SECTION {" when title is NULL); 0 if it is not
+ * found.  For the messages about a
  * titled section as a whole, which libconfuse gives only the line of its
  * end.
  */
@@ -461,6 +462,14 @@ conf_find_section(const char *buf, const char *section, const char *title)
 				continue;
 			for (; *p == ' ' || *p == '\t'; p++)
 				;
+			if (title == NULL) {	/* untitled: "SECTION {" */
+				for (t = p; *t == ' ' || *t == '\t' ||
+				    *t == '\r' || *t == '\n'; t++)
+					;
+				if (*t == '{')
+					return line;
+				continue;
+			}
 			if (conf_title_at(p, &t, &tn) && tn == strlen(title) &&
 			    strncmp(t, title, tn) == 0)
 				return line;

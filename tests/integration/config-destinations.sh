@@ -196,11 +196,11 @@ bad secret-not-base64 18 'destination partner: secret: one that starts whsec_ mu
 	-e '18s/.*/	secret = "whsec_%%%SECRETMARK"/'
 bad secret-unquoted 18 'the value of secret in destination partner is malformed (quote it)' \
 	-e '18s/.*/	secret = whsec_abc SECRETMARK/'
-bad lease "" "relay.lease (3000 ms) must be at least twice the timeout of destination orders (10000 ms, relay.timeout's): a publish must end within the lease of its claim, with time left for the claim and the wait for the sink" \
+bad lease 4 "relay.lease (3000 ms) must be at least twice the timeout of destination orders (10000 ms, relay.timeout's): a publish must end within the lease of its claim, with time left for the claim and the wait for the sink" \
 	-e '4s/}/lease = 3000 }/'
 bad no-default "" 'relay.default_destination is not set and no destination is named "default": the rows POST /orders writes (destination NULL) would have none (set relay.default_destination, or the relay.sink with sqs {} or webhook {} that makes "default")' \
 	-e '4s/ default_destination = "orders"//'
-bad default-unknown "" 'relay.default_destination = "nope": no destination of that name (a destination nope {} section, or "default" when relay.sink with sqs {} or webhook {} makes it)' \
+bad default-unknown 4 'relay.default_destination = "nope": no destination of that name (a destination nope {} section, or "default" when relay.sink with sqs {} or webhook {} makes it)' \
 	-e '4s/"orders"/"nope"/'
 bad webhook-half "" 'webhook.url is set but webhook.secret is not (with relay.sink = "http", webhook {} is the destination "default")' \
 	-e '4s/}/sink = "http" }/' -e '$a\webhook { url = "http://127.0.0.1:9/h" }'

@@ -282,14 +282,14 @@ test_bad_files(void **state)
 	    " }\n", 2, "");
 	expect_error("http { workers = 1 }\n", 0, "database is not set");
 	expect_error("database = \"x\"\nrelay { lease = 5000 timeout = 5000 }\n"
-	    AWSOK, 0, "relay.lease");
+	    AWSOK, 2, "relay.lease");
 	/* Longer than the timeout is not enough: claims and the wait for a
 	 * free request need their share of the lease too. */
 	expect_error("database = \"x\"\nrelay { lease = 5000 timeout = 3000 }\n"
-	    AWSOK, 0, "at least twice the sink's timeout (relay.timeout");
+	    AWSOK, 2, "at least twice the sink's timeout (relay.timeout");
 	expect_error("database = \"x\"\nrelay { sink = \"http\" }\n"
 	    "webhook { url = \"http://h/\" secret = \"s\" timeout = 20000 }\n",
-	    0, "(webhook.timeout = 20000 ms)");
+	    2, "(webhook.timeout = 20000 ms)");
 	expect_error("database = \"x\"\n", 0, "sqs.queue_url is not set");
 	expect_error("database = \"x\"\nrelay { sink = \"http\" }\n", 0,
 	    "webhook.url");
@@ -879,24 +879,24 @@ test_dest_bad(void **state)
 	    "relay.default_destination = \"a/b\": a destination's name is");
 	/* across sections */
 	expect_error(DAWS "relay { default_destination = \"nope\" }\n"
-	    DSQS("orders"), 0, "relay.default_destination = \"nope\": no "
+	    DSQS("orders"), 4, "relay.default_destination = \"nope\": no "
 	    "destination of that name");
 	expect_error(DAWS DSQS("orders"), 0, "relay.default_destination is not "
 	    "set and no destination is named \"default\"");
 	expect_error(DAWS "relay { lease = 20000 }\n" DSQS("default")
 	    "destination slow { sink = \"http\" url = \"http://h/\" secret = "
-	    "\"s\" timeout = 12000 }\n", 0, "relay.lease (20000 ms) must be at "
+	    "\"s\" timeout = 12000 }\n", 4, "relay.lease (20000 ms) must be at "
 	    "least twice the timeout of destination slow (12000 ms)");
 	expect_error(DAWS "relay { lease = 20000 }\n"
 	    "webhook { timeout = 10001 }\n" DSQS("default")
 	    "destination h { sink = \"http\" url = \"http://h/\" secret = "
-	    "\"s\" }\n", 0, "twice the timeout of destination h (10001 ms, "
+	    "\"s\" }\n", 4, "twice the timeout of destination h (10001 ms, "
 	    "webhook.timeout's)");
 	/* the legacy destination keeps its message */
 	expect_error(DAWS "relay { lease = 20000 timeout = 10001 }\n"
 	    "sqs { queue_url = \"http://q/\" }\n"
 	    "destination h { sink = \"http\" url = \"http://h/\" secret = "
-	    "\"s\" timeout = 100 }\n", 0,
+	    "\"s\" timeout = 100 }\n", 4,
 	    "at least twice the sink's timeout (relay.timeout = 10001 ms)");
 	expect_error(DAWS "relay { sink = \"http\" }\n"
 	    "webhook { url = \"http://h/\" }\n" DSQS("orders"), 0,
