@@ -155,17 +155,19 @@ for o in ${ONLY[@]+"${ONLY[@]}"}; do
 	[ "$o" = soak ] || [ -f "tests/integration/$o.sh" ] || ko "no scenario tests/integration/$o.sh"
 done
 
-for f in ${scenarios[@]+"${scenarios[@]}"}; do
-	n=$(basename "$f" .sh)
-	banner "scenario $n"
-	log=$LOGDIR/$n.log
+# run_counted NAME TIMEOUT CMD... -- run a scenario-like test (it ends with
+# "SUMMARY NAME passed=N failed=M"), output shown and kept in
+# $LOGDIR/NAME.log; its checks count in the totals.
+run_counted() {
+	local n=$1 secs=$2 log=$LOGDIR/$1.log s0 rc line p fl
+	shift 2
 	s0=$(date +%s)
-	OUTBOXD_TEST_TAG=$TAG timeout -k 15 "${SCENARIO_TIMEOUT:-300}" bash "$f" 2>&1 | tee "$log"
+	OUTBOXD_TEST_TAG=$TAG timeout -k 15 "$secs" "$@" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	line=$(grep -E '^SUMMARY [^ ]+ passed=[0-9]+ failed=[0-9]+$' "$log" | tail -1)
 	if [ -z "$line" ]; then
 		ko "$n: ended (exit $rc$([ $rc = 124 ] && echo ', timed out')) without a summary"
-		continue
+		return
 	fi
 	p=$(sed 's/.* passed=\([0-9]*\) .*/\1/' <<<"$line")
 	fl=$(sed 's/.* failed=\([0-9]*\)$/\1/' <<<"$line")
@@ -177,14 +179,20 @@ for f in ${scenarios[@]+"${scenarios[@]}"}; do
 	fi
 	[ "$p" != 0 ] || [ "$fl" != 0 ] || ko "$n: ran no check"
 	echo "($n: $(($(date +%s) - s0)) s)"
+}
+
+for f in ${scenarios[@]+"${scenarios[@]}"}; do
+	n=$(basename "$f" .sh)
+	banner "scenario $n"
+	run_counted "$n" "${SCENARIO_TIMEOUT:-300}" bash "$f"
 done
 
 # ---- the soak ----------------------------------------------------------------
 # tests/soak/soak.sh: two outboxd hosts in network namespaces under a seeded
 # fault schedule for SOAK_SECONDS (default 300 here), then its checker; its
 # checks count like a scenario's.  Runs with the scenarios (all, or when
-# "soak" is named), not with --no-soak.  The seed is in its log: replay a
-# failure with SOAK_SEED=N tests/soak/soak.sh.
+# "soak" is named), not with --no-soak.  The seed is in its log (first and
+# last lines): replay a failure with SOAK_SEED=N tests/soak/soak.sh.
 run_soak=$SOAK_STEP
 if [ ${#ONLY[@]} -gt 0 ]; then
 	run_soak=0
@@ -192,27 +200,8 @@ if [ ${#ONLY[@]} -gt 0 ]; then
 fi
 if [ "$run_soak" = 1 ]; then
 	banner "soak (tests/soak/soak.sh, ${SOAK_SECONDS:-300} s)"
-	log=$LOGDIR/soak.log
-	s0=$(date +%s)
-	SOAK_SECONDS=${SOAK_SECONDS:-300} OUTBOXD_TEST_TAG=$TAG \
-		timeout -k 15 $((${SOAK_SECONDS:-300} + ${SOAK_DRAIN:-240} + 300)) \
-		bash tests/soak/soak.sh 2>&1 | tee "$log"
-	rc=${PIPESTATUS[0]}
-	line=$(grep -E '^SUMMARY [^ ]+ passed=[0-9]+ failed=[0-9]+$' "$log" | tail -1)
-	if [ -z "$line" ]; then
-		ko "soak: ended (exit $rc$([ $rc = 124 ] && echo ', timed out')) without a summary"
-	else
-		p=$(sed 's/.* passed=\([0-9]*\) .*/\1/' <<<"$line")
-		fl=$(sed 's/.* failed=\([0-9]*\)$/\1/' <<<"$line")
-		PASS=$((PASS + p))
-		FAIL=$((FAIL + fl))
-		[ "$fl" = 0 ] || FAILED+=("soak: $fl failed (seed: $(sed -n 's/.*\[soak\] seed \([0-9]*\),.*/\1/p' "$log" | head -1))")
-		if [ "$fl" = 0 ] && [ "$rc" != 0 ]; then
-			ko "soak: exit status $rc despite no failed check"
-		fi
-		[ "$p" != 0 ] || [ "$fl" != 0 ] || ko "soak: ran no check"
-	fi
-	echo "(soak: $(($(date +%s) - s0)) s)"
+	export SOAK_SECONDS=${SOAK_SECONDS:-300}
+	run_counted soak $((SOAK_SECONDS + ${SOAK_DRAIN:-240} + 300)) bash tests/soak/soak.sh
 fi
 
 # ---- the sanitizer pass ----------------------------------------------------

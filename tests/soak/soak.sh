@@ -377,7 +377,7 @@ for h in a b; do
 	on_exit "proc_stop '$T_DIR/load-$h.pid' 20"
 	proc_start "$T_DIR/load-$h.pid" "$T_DIR/load-$h.log" "$PY" "$T_LIB/load-gen.py" \
 		--url "http://${HOST_IP[$h]}:$HTTP_PORT" --out "$T_DIR/load-$h" \
-		--threads 16 --rate "$(awk -v r="$RATE" 'BEGIN { print r / 2 }')" \
+		--threads "$(( RATE / 8 > 16 ? RATE / 8 : 16 ))" --rate "$(awk -v r="$RATE" 'BEGIN { print r / 2 }')" \
 		--tag "soak$h" --timeout 5 --duration "$SECONDS_RUN" || die "load-gen $h"
 done
 keyed_writer "$END" &
