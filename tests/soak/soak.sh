@@ -19,7 +19,8 @@
 #   SOAK_BREAK    break the result on purpose before the checker, to see
 #                 it fail: "item" deletes one fulfillment item, "failed"
 #                 marks one outbox row failed, "secret" writes the AWS
-#                 secret key into a log
+#                 secret key into a log, "order" swaps two messages of one
+#                 key as read back from the FIFO queue
 #   OUTBOXD_TEST_KEEP=1  keep the scratch directory (logs, schedule, rows)
 #
 # The layout (one private /24, 10.A.B.0/24, picked so that it overlaps
@@ -427,7 +428,10 @@ failed)	say "SOAK_BREAK=failed: marking one outbox row failed"
 	sql "UPDATE outbox SET status = 'failed' WHERE id = (SELECT min(id) FROM outbox)" ;;
 secret)	say "SOAK_BREAK=secret: writing the AWS secret key into host a's log"
 	echo "oops $ASECRET" >>"$T_DIR/host-a/outboxd.log" ;;
-*)	die "SOAK_BREAK must be item, failed or secret" ;;
+order)	say "SOAK_BREAK=order: swapping the first two messages of key k-1 as read from the FIFO queue"
+	awk -F'\t' '$1 == "k-1" && n < 2 { held[n++] = $0; if (n == 2) { print held[1]; print held[0] } next } { print }' \
+		"$T_DIR/fifo.tsv" >"$T_DIR/fifo.tsv.tmp" && mv "$T_DIR/fifo.tsv.tmp" "$T_DIR/fifo.tsv" ;;
+*)	die "SOAK_BREAK must be item, failed, secret or order" ;;
 esac
 
 # ---- the check -------------------------------------------------------------------
