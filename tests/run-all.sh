@@ -11,7 +11,7 @@
 # when nothing failed.
 #
 #   tests/run-all.sh [--no-install] [--no-build] [--no-sanitizers] [--no-fuzz]
-#                    [SCENARIO...]
+#                    [--no-soak] [SCENARIO...]
 #     --no-install     do not run the installer or npm ci
 #     --no-build       do not build, do not run make check (use ./outboxd as
 #                      is); no sanitizer pass either
@@ -19,10 +19,13 @@
 #                      are named, unless SAN_SCENARIOS is set)
 #     --no-fuzz        skip the fuzz pass (also skipped when SCENARIOs are
 #                      named, and with --no-build)
+#     --no-soak        skip the soak (tests/soak/soak.sh, run after the
+#                      scenarios; also skipped when SCENARIOs are named,
+#                      unless one of them is "soak")
 #     SCENARIO         run only these integration scenarios (e.g. e2e-200)
 # Environment: SCENARIO_TIMEOUT (s, default 300), OUTBOXD_TEST_KEEP=1 (keep
 # every scenario's scratch directory), SAN_SCENARIOS (see below),
-# FUZZ_SECONDS (s per fuzz target, default 30).
+# FUZZ_SECONDS (s per fuzz target, default 30), SOAK_SECONDS (default 300).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -32,6 +35,7 @@ INSTALL=1
 BUILD=1
 SAN=1
 FUZZ=1
+SOAK_STEP=1
 ONLY=()
 # The scenarios the sanitizer build runs: every worker and the master,
 # stops (a worker giving up a hung broker call frees what it aborts),
@@ -55,7 +59,8 @@ for a in "$@"; do
 	--no-build)	BUILD=0 ;;
 	--no-sanitizers) SAN=0 ;;
 	--no-fuzz)	FUZZ=0 ;;
-	-h | --help)	sed -n '2,25p' "$0"; exit 0 ;;
+	--no-soak)	SOAK_STEP=0 ;;
+	-h | --help)	sed -n '2,28p' "$0"; exit 0 ;;
 	-*)		echo "run-all: unknown option $a" >&2; exit 2 ;;
 	*)		ONLY+=("${a%.sh}") ;;
 	esac
@@ -147,20 +152,22 @@ for f in tests/integration/*.sh; do
 	scenarios+=("$f")
 done
 for o in ${ONLY[@]+"${ONLY[@]}"}; do
-	[ -f "tests/integration/$o.sh" ] || ko "no scenario tests/integration/$o.sh"
+	[ "$o" = soak ] || [ -f "tests/integration/$o.sh" ] || ko "no scenario tests/integration/$o.sh"
 done
 
-for f in ${scenarios[@]+"${scenarios[@]}"}; do
-	n=$(basename "$f" .sh)
-	banner "scenario $n"
-	log=$LOGDIR/$n.log
+# run_counted NAME TIMEOUT CMD... -- run a scenario-like test (it ends with
+# "SUMMARY NAME passed=N failed=M"), output shown and kept in
+# $LOGDIR/NAME.log; its checks count in the totals.
+run_counted() {
+	local n=$1 secs=$2 log=$LOGDIR/$1.log s0 rc line p fl
+	shift 2
 	s0=$(date +%s)
-	OUTBOXD_TEST_TAG=$TAG timeout -k 15 "${SCENARIO_TIMEOUT:-300}" bash "$f" 2>&1 | tee "$log"
+	OUTBOXD_TEST_TAG=$TAG timeout -k 15 "$secs" "$@" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	line=$(grep -E '^SUMMARY [^ ]+ passed=[0-9]+ failed=[0-9]+$' "$log" | tail -1)
 	if [ -z "$line" ]; then
 		ko "$n: ended (exit $rc$([ $rc = 124 ] && echo ', timed out')) without a summary"
-		continue
+		return
 	fi
 	p=$(sed 's/.* passed=\([0-9]*\) .*/\1/' <<<"$line")
 	fl=$(sed 's/.* failed=\([0-9]*\)$/\1/' <<<"$line")
@@ -172,7 +179,30 @@ for f in ${scenarios[@]+"${scenarios[@]}"}; do
 	fi
 	[ "$p" != 0 ] || [ "$fl" != 0 ] || ko "$n: ran no check"
 	echo "($n: $(($(date +%s) - s0)) s)"
+}
+
+for f in ${scenarios[@]+"${scenarios[@]}"}; do
+	n=$(basename "$f" .sh)
+	banner "scenario $n"
+	run_counted "$n" "${SCENARIO_TIMEOUT:-300}" bash "$f"
 done
+
+# ---- the soak ----------------------------------------------------------------
+# tests/soak/soak.sh: two outboxd hosts in network namespaces under a seeded
+# fault schedule for SOAK_SECONDS (default 300 here), then its checker; its
+# checks count like a scenario's.  Runs with the scenarios (all, or when
+# "soak" is named), not with --no-soak.  The seed is in its log (first and
+# last lines): replay a failure with SOAK_SEED=N tests/soak/soak.sh.
+run_soak=$SOAK_STEP
+if [ ${#ONLY[@]} -gt 0 ]; then
+	run_soak=0
+	for o in "${ONLY[@]}"; do [ "$o" = soak ] && run_soak=$SOAK_STEP; done
+fi
+if [ "$run_soak" = 1 ]; then
+	banner "soak (tests/soak/soak.sh, ${SOAK_SECONDS:-300} s)"
+	export SOAK_SECONDS=${SOAK_SECONDS:-300}
+	run_counted soak $((SOAK_SECONDS + ${SOAK_DRAIN:-240} + 300)) bash tests/soak/soak.sh
+fi
 
 # ---- the sanitizer pass ----------------------------------------------------
 # A copy of the tree (the scenarios run the outboxd next to them), built
@@ -225,18 +255,36 @@ fi
 # ---- the fuzz pass ---------------------------------------------------------
 # Every libFuzzer target (tests/fuzz/, make fuzz) built with clang and
 # ASan + UBSan, each run for FUZZ_SECONDS on a scratch copy of its seeds:
-# a crash, a sanitizer report, a leak or a hang fails its step.  About
-# 6 x 30 s plus a build.
+# a crash, a sanitizer report, a leak or a hang fails its step.  Two
+# targets run at once: about (targets / 2) x 30 s plus a build.
 if [ $BUILD = 1 ] && [ $FUZZ = 1 ] && [ $BUILT = 1 ] && [ ${#ONLY[@]} = 0 ]; then
 	banner "fuzz pass (libFuzzer, ASan + UBSan): ${FUZZ_SECONDS:-30} s per target"
 	FUZZ_TARGETS=$(make -s fuzz-list 2>/dev/null | tail -n 1)
 	if [ -z "$FUZZ_TARGETS" ]; then
 		ko "fuzz: no FUZZ_TARGETS in the Makefile"
 	elif step fuzz-build make fuzz-build; then
-		for t in $FUZZ_TARGETS; do
-			step "fuzz-$t" make fuzz-run FUZZ_TARGETS="$t" \
-				FUZZ_SECONDS="${FUZZ_SECONDS:-30}" &&
-				grep -h '^  PASS' "$LOGDIR/fuzz-$t.log"
+		# Two targets at once (the machine has 2 cores), each still
+		# FUZZ_SECONDS, each its own log and its own PASS/FAIL line, in
+		# the list's order.
+		read -r -a fuzz_list <<<"$FUZZ_TARGETS"
+		for ((i = 0; i < ${#fuzz_list[@]}; i += 2)); do
+			pair=("${fuzz_list[@]:i:2}")
+			pids=()
+			for t in "${pair[@]}"; do
+				make fuzz-run FUZZ_TARGETS="$t" FUZZ_SECONDS="${FUZZ_SECONDS:-30}" \
+					>"$LOGDIR/fuzz-$t.log" 2>&1 &
+				pids+=($!)
+			done
+			for j in "${!pair[@]}"; do
+				t=${pair[$j]}
+				if wait "${pids[$j]}"; then
+					ok "fuzz-$t"
+					grep -h '^  PASS' "$LOGDIR/fuzz-$t.log"
+				else
+					ko "fuzz-$t (log: $LOGDIR/fuzz-$t.log)"
+					tail -n 40 "$LOGDIR/fuzz-$t.log"
+				fi
+			done
 		done
 	fi
 fi

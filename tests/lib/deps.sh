@@ -20,6 +20,8 @@ OUTBOXD_APT_PACKAGES="build-essential autoconf automake pkg-config
 	curl jq ca-certificates
 	procps util-linux coreutils prometheus valgrind
 	clang libclang-rt-14-dev"
+# the soak (tests/soak/soak.sh): network namespaces and nftables rules
+OUTBOXD_APT_PACKAGES+=" iproute2 nftables"
 
 _deps_say() { echo "deps: $*" >&2; }
 _deps_die() { echo "deps: ERROR: $*" >&2; return 1; }

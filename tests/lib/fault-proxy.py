@@ -54,6 +54,11 @@ Modes (a mode with "times" or "seconds" falls back to "pass" when used up):
                  way, matching its entries' Message: the rest goes to the
                  emulator renumbered, and the answer is SNS's XML with the
                  failed entries added to <Failed>.
+  drop           the write happens, the answer does not: forward the
+                 request, let the emulator carry it out, then close the
+                 client's connection without answering (the client sees
+                 the connection drop after its write and cannot tell
+                 whether it was done); "seconds"/"times" as above.
 Every mode takes "actions": a list of SQS or SNS actions it applies to
 (e.g. ["SendMessageBatch"]); default: SendMessageBatch only for
 partial-batch, SendMessageBatch and PublishBatch for fail-entries, every
@@ -95,6 +100,7 @@ MODES = {
     "status": {"status": 500, "code": "InternalError", "message": "injected",
                "times": None, "seconds": None, "actions": None},
     "delay": {"ms": 1000, "times": None, "seconds": None, "actions": None},
+    "drop": {"times": None, "seconds": None, "actions": None},
     "fail-entries": {"rules": [], "times": None, "seconds": None,
                      "actions": ["SendMessageBatch", "PublishBatch"]},
 }
@@ -109,6 +115,22 @@ def _handle_with_peer(self):
     _tls.peer = self.client_address
     return _orig_handle(self)
 
+
+class Drop(proxylib.Response):
+    """Answer nothing: close the client's connection (the drop mode)."""
+
+
+_orig_send = proxylib._Handler._send
+
+
+def _send_or_drop(self, resp):
+    if isinstance(resp, Drop):
+        self.close_connection = True
+        return
+    return _orig_send(self, resp)
+
+
+proxylib._Handler._send = _send_or_drop
 
 for _m in ("do_GET", "do_POST", "do_PUT", "do_DELETE", "do_HEAD", "do_PATCH"):
     setattr(proxylib._Handler, _m, _handle_with_peer)
@@ -271,6 +293,11 @@ class Faults:
                     [("Content-Type", "text/xml")])
             return proxylib.json_response(int(params["status"]), {
                 "__type": "com.amazonaws.sqs#" + params["code"], "message": params["message"]})
+        if mode == "drop":
+            self.consume()
+            resp = self.pass_through(req)
+            proxylib.log(NAME, "drop the connection after %s (upstream answered %s)" % (action, resp.status))
+            return Drop(resp.status)
         if mode == "delay":
             self.consume()
             proxylib.log(NAME, "delay %s by %s ms" % (action, params["ms"]))
