@@ -7,6 +7,7 @@
 # throttled table, no busy loop) and says so in its log.  Also: the
 # consumer.concurrency key's range at -t.
 . "$(dirname "$0")/../lib/common.sh"
+. "$T_LIB/relay-lib.sh"
 test_init
 need_binaries
 stack_up
@@ -39,15 +40,7 @@ grep -q 'up to 10 messages a batch, 4 batches at once' "$OUTBOXD_LOG" &&
 	fail "no start-up line with '4 batches at once' in the log"
 
 N=120
-sql "WITH o AS (
-	INSERT INTO orders (customer_id, amount_cents)
-	SELECT 'thr-' || g, 100 + g FROM generate_series(1, $N) g
-	RETURNING id, customer_id, amount_cents, created_at)
-INSERT INTO outbox (event_type, ordering_key, payload)
-SELECT 'order.created', o.id::text,
-	jsonb_build_object('orderId', o.id, 'customerId', o.customer_id,
-		'amountCents', o.amount_cents, 'createdAt', o.created_at)
-FROM o" >/dev/null
+sql_orders thr- "$N"
 
 throttled_some() { [ "$(fault | jq '.stats.faulted_requests')" -ge 1 ]; }
 wait_until 15 "the first throttled PutItem" throttled_some || true
@@ -79,15 +72,7 @@ check_queue_drained 30 "every message deleted after its write"
 fault -X POST --data-binary '{"mode":"status","status":400,"code":"ThrottlingException",
 	"message":"Rate of requests exceeds the allowed throughput.","times":3,"actions":["PutItem"]}' >/dev/null
 curl -sS -X POST "$FP/__fault/reset" >/dev/null
-sql "WITH o AS (
-	INSERT INTO orders (customer_id, amount_cents)
-	SELECT 'thr2-' || g, 200 + g FROM generate_series(1, 20) g
-	RETURNING id, customer_id, amount_cents, created_at)
-INSERT INTO outbox (event_type, ordering_key, payload)
-SELECT 'order.created', o.id::text,
-	jsonb_build_object('orderId', o.id, 'customerId', o.customer_id,
-		'amountCents', o.amount_cents, 'createdAt', o.created_at)
-FROM o" >/dev/null
+sql_orders thr2- 20
 t0=$(now_ms)
 items_more() { [ "$(ddb_count "$DDB_ENDPOINT" "$DDB_TABLE")" -ge $((N + 20)) ]; }
 wait_until 30 "20 more items through 3 ThrottlingExceptions" items_more || true

@@ -70,27 +70,24 @@ outboxd_stop
 sql "INSERT INTO outbox (event_type, ordering_key, payload)
 	SELECT 'test.hot', 'late-' || g, jsonb_build_object('seq', g, 'tag', 'late')
 	FROM generate_series(1, 10) g"
-read -r claimed probes <<<"$(psql -X -v ON_ERROR_STOP=1 -qAt -F ' ' <<'SQL'
+# claim_probes SKIP -- one claim of 10 (p_skip SKIP), rolled back: "rows
+# probes", the probes of outbox_key_idx counted in its own transaction
+claim_probes() {
+	psql -X -v ON_ERROR_STOP=1 -qAt -F ' ' <<SQL
 BEGIN;
 CREATE TEMP TABLE hot_claim_got AS
-	SELECT count(*) AS n FROM outbox_claim(77, 1, 10, 'default', '{}');
+	SELECT count(*) AS n FROM outbox_claim(77, 1, 10, 'default', '$1');
 SELECT n, pg_stat_get_xact_numscans('outbox_key_idx'::regclass) FROM hot_claim_got;
 ROLLBACK;
 SQL
-)"
+}
+read -r claimed probes <<<"$(claim_probes '{}')"
 say "one claim of 10 behind $HOT held rows: $claimed claimed, $probes probes of outbox_key_idx"
 check_eq "the claim took the 10 late rows" 10 "$claimed"
 check "  ... with 10 to 40 probes of outbox_key_idx, not one per hot row ($probes)" \
 	test "${probes:-99999}" -ge 10 -a "${probes:-99999}" -le 40
 # The same claim through the path that leaves a destination (p_skip).
-read -r claimed probes <<<"$(psql -X -v ON_ERROR_STOP=1 -qAt -F ' ' <<'SQL'
-BEGIN;
-CREATE TEMP TABLE hot_claim_got AS
-	SELECT count(*) AS n FROM outbox_claim(78, 1, 10, 'default', '{nowhere}');
-SELECT n, pg_stat_get_xact_numscans('outbox_key_idx'::regclass) FROM hot_claim_got;
-ROLLBACK;
-SQL
-)"
+read -r claimed probes <<<"$(claim_probes '{nowhere}')"
 check "  ... and so does a claim that leaves a destination ($claimed claimed, $probes probes)" \
 	test "$claimed" = 10 -a "${probes:-99999}" -le 40
 
