@@ -332,9 +332,12 @@ relay_main(struct conf *conf, int index)
 		    conf->relay.batch_size, conf->relay.poll_interval);
 	}
 
-	/* Our own AWS credentials, fetched on our loop (creds.c). */
+	/* Our own AWS credentials, fetched on our loop (creds.c), if a
+	 * destination is AWS's: a relay of webhooks and Pub/Sub topics
+	 * looks for none (and /readyz does not wait for them). */
 	for (i = 0; i < conf->n_destinations; i++)
-		if (conf->destinations[i].sink != CONF_SINK_HTTP) {
+		if (conf->destinations[i].sink == CONF_SINK_SQS ||
+		    conf->destinations[i].sink == CONF_SINK_SNS) {
 			if (creds_start(r.base, conf, index, NULL) == -1)
 				return (OUTBOXD_EX_CONFIG);
 			break;

@@ -96,6 +96,12 @@ check "user: outboxd -t names the authorized user in the well-known file" \
 HOME=$HOMEDIR outboxd_start "$T_DIR/outbox.conf" outboxd-user
 load user 30 5
 delivered user 30 refresh
+# Nothing of AWS in this file: no AWS credentials looked for (no request
+# to the instance metadata address), and ready.
+curl -sS -o "$T_DIR/readyz.json" -w '%{http_code}' --max-time 5 "$OUTBOXD_URL/readyz" >"$T_DIR/readyz.code" || true
+check_eq "Pub/Sub only: /readyz answers 200 ($(cat "$T_DIR/readyz.json" 2>/dev/null))" 200 "$(cat "$T_DIR/readyz.code")"
+check "Pub/Sub only: no AWS credentials looked for" \
+	bash -c '! grep -qE "AWS credentials|instance metadata" "$1"' _ "$OUTBOXD_LOG"
 check "user: tokens refreshed under load (>= 3)" test "$(stat_of pubsub '.by_kind.refresh')" -ge 3
 outboxd_stop
 rm -f "$WK"
