@@ -284,14 +284,22 @@ gcp_cred_describe(const struct gcp_cred *c, char *buf, size_t len)
 
 /* ---- the pure request and reply parts ---------------------------------- */
 
-/* Text of an endpoint's error reply fit for a log line: printable ASCII,
- * at most 160 bytes; an OAuth error's "error: error_description". */
+/* Words longer than this end an error reply's text: a token, a key, a
+ * secret or an echoed form body is one long word, Google's prose has
+ * none. */
+#define GCP_REPLY_WORD_MAX	32
+
+/* Text of an endpoint's error reply fit for a log line and a row's
+ * last_error: printable ASCII, at most 160 bytes, an OAuth error's
+ * "error: error_description", cut before its first word longer than
+ * GCP_REPLY_WORD_MAX ("[...]"): an endpoint (a wrong token_uri, a
+ * proxy) may echo the request, and with it the secrets it carried. */
 static void
 gcp_reply_text(const char *body, size_t len, char *buf, size_t size)
 {
 	cJSON		*root;
 	const cJSON	*e, *d;
-	size_t		 i, o = 0;
+	size_t		 i, o = 0, w, word;
 
 	buf[0] = '\0';
 	if (body == NULL || len == 0)
@@ -319,9 +327,19 @@ gcp_reply_text(const char *body, size_t len, char *buf, size_t size)
 	}
 	snprintf(buf, size, ": %.*s", (int)(len < 160 ? len : 160), body);
 clean:
-	for (i = 0; buf[i] != '\0'; i++)
-		if (buf[i] >= ' ' && buf[i] <= '~')
-			buf[o++] = buf[i];
+	for (i = 0, w = 0, word = 0; buf[i] != '\0'; i++) {
+		if (buf[i] < ' ' || buf[i] > '~')
+			continue;
+		if (buf[i] == ' ') {
+			w = 0;
+			word = o + 1;
+		} else if (++w > GCP_REPLY_WORD_MAX) {
+			o = word;
+			snprintf(buf + o, size - o, "[...]");
+			return;
+		}
+		buf[o++] = buf[i];
+	}
 	buf[o] = '\0';
 }
 

@@ -102,6 +102,19 @@ curl -sS -o "$T_DIR/readyz.json" -w '%{http_code}' --max-time 5 "$OUTBOXD_URL/re
 check_eq "Pub/Sub only: /readyz answers 200 ($(cat "$T_DIR/readyz.json" 2>/dev/null))" 200 "$(cat "$T_DIR/readyz.code")"
 check "Pub/Sub only: no AWS credentials looked for" \
 	bash -c '! grep -qE "AWS credentials|instance metadata" "$1"' _ "$OUTBOXD_LOG"
+# A token endpoint that echoes the request (secrets and all) in its
+# error: the rows wait with the error, cut before the echo; nothing of it
+# in a log or a row (the scan at the end).
+# (Restarted, so that its first token comes from the echoing endpoint.)
+outboxd_stop
+curl -fsS -o /dev/null -X POST "$PS/__control" --data-binary '{"echo": true}'
+HOME=$HOMEDIR outboxd_start "$T_DIR/outbox.conf" outboxd-echo
+load echo 3 1
+_echoed() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'adc.echo' AND last_error LIKE '%invalid_grant: you sent: [...]%'")" -ge 1 ]; }
+wait_until 30 "echo: a row waits with the token endpoint's error" _echoed || true
+check "echo: the row's last_error has the error, cut before the echoed request ($(sql "SELECT last_error FROM outbox WHERE event_type = 'adc.echo' AND last_error IS NOT NULL LIMIT 1"))" _echoed
+curl -fsS -o /dev/null -X POST "$PS/__control" --data-binary '{"echo": false}'
+delivered echo 3 refresh
 check "user: tokens refreshed under load (>= 3)" test "$(stat_of pubsub '.by_kind.refresh')" -ge 3
 outboxd_stop
 rm -f "$WK"

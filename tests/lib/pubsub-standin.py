@@ -78,7 +78,9 @@ Control: POST /__control {"fail": {"mode": "500"|"429"|"UNAVAILABLE",
 publish that long; {"create": "P/T"} makes a
 topic; {"subjects": {"LABEL": TOKEN, ...}} replaces the subject tokens the
 STS takes (and /subject serves the last); {"token_ttl": S} changes the
-tokens' life.  GET /__control: stats (requests, by_status, tokens,
+tokens' life; {"echo": true} makes /token refuse every request with
+the request's own body in its error_description (an endpoint that leaks
+what it was sent: outboxd must not pass it on).  GET /__control: stats (requests, by_status, tokens,
 by_kind, sts_by_subject (LABEL: exchanges), refused (why: count),
 bad_auth, expired_auth).
 """
@@ -355,6 +357,13 @@ class Standin:
     def token(self, req):
         if req.method != "POST":
             return proxylib.Response(405, "POST only\n")
+        if getattr(self, "echo", False):
+            # A misbehaving endpoint (a wrong token_uri, a proxy) that
+            # echoes the request, secrets and all, in its error.
+            return proxylib.json_response(400, {"error": "invalid_grant",
+                                                "error_description": "you sent: " +
+                                                req.body.decode("ascii", "replace")},
+                                          "application/json")
         form = self.form(req)
         if isinstance(form, dict) and form.get("grant_type") == "refresh_token" \
                 and self.a.refresh_token:
@@ -521,6 +530,8 @@ class Standin:
                     self.last_subject = list(c["subjects"].values())[-1] if c["subjects"] else None
                 if "token_ttl" in c:
                     self.a.token_ttl = int(c["token_ttl"])
+                if "echo" in c:
+                    self.echo = bool(c["echo"])
             proxylib.log(NAME, "control %s" % sorted(c))
         with self.lock:
             return proxylib.json_response(200, self.stats, "application/json")
