@@ -178,7 +178,16 @@ struct conf {
 	 * credential chain (creds.c), which the workers run.  Secrets are
 	 * never logged. */
 	struct {
-		char	*region;		/* ... else the profile's */
+		char	*region;		/* ... else the profile's; NULL
+						   when it comes from instance
+						   metadata (region_imds) */
+		char	*region_imds;		/* IMDS base URL the workers
+						   read the region from at
+						   start; NULL = none */
+		char	 region_from[160];	/* where region comes from, as
+						   outboxd -t says it */
+		long	 duration_seconds;	/* aws.duration_seconds, of
+						   aws.role_arn; 0 = STS's */
 		char	*sqs_endpoint;		/* base URL, no trailing '/' */
 		char	*dynamodb_endpoint;	/* base URL, no trailing '/' */
 		char	*sns_endpoint;		/* base URL, no trailing '/' */
