@@ -123,6 +123,8 @@ conf_aws_fill(struct cfg_t *cfg, struct conf *c)
 	 * source (creds.c), and the profile's region comes last. */
 	c->aws.profile = conf_aws_strdup(conf_pick(cfg_getstr(a,
 	    "profile"), "AWS_PROFILE", NULL));
+	c->aws.profile_set = conf_pick(cfg_getstr(a, "profile"), NULL,
+	    NULL) != NULL;
 	conf_aws_region(a, c);
 	c->aws.access_key_id = conf_aws_strdup(conf_pick(
 	    cfg_getstr(a, "access_key_id"), NULL, NULL));

@@ -326,6 +326,7 @@ static void
 creds_region_done(const char *region, const char *err)
 {
 	char	why[300], sqs[512], sns[512], ddb[512];
+	int	sts;
 
 	if (region == NULL || (cs.region = strdup(region)) == NULL) {
 		snprintf(why, sizeof why, "no AWS region yet (aws.region, "
@@ -334,9 +335,12 @@ creds_region_done(const char *region, const char *err)
 		creds_failed(why, "instance metadata");
 		return;
 	}
-	/* STS's endpoint and region, when the plan left them to it. */
-	if ((cs.plan.region == NULL && (cs.plan.region = strdup(region)) ==
-	    NULL) || (cs.plan.sts_endpoint == NULL &&
+	/* STS's endpoint and region, when the plan calls STS and left
+	 * them to the region. */
+	sts = cs.plan.kind == CREDS_ASSUME_ROLE ||
+	    cs.plan.kind == CREDS_WEB_IDENTITY || cs.plan.top.role_arn != NULL;
+	if ((sts && cs.plan.region == NULL && (cs.plan.region =
+	    strdup(region)) == NULL) || (sts && cs.plan.sts_endpoint == NULL &&
 	    asprintf(&cs.plan.sts_endpoint, "https://sts.%s.amazonaws.com",
 	    region) == -1)) {
 		cs.plan.sts_endpoint = NULL;

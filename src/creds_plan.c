@@ -5,7 +5,8 @@
  * wins), without fetching anything, and how outboxd -t says it:
  *
  *   1. the aws section's access_key_id / secret_access_key / session_token
- *   2. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
+ *   2. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN (not
+ *      when aws.profile names a profile in the file)
  *   3. the shared files' profile (creds_profile.c): role_arn with
  *      source_profile or credential_source (STS AssumeRole, chained when
  *      the source is a role itself) or with web_identity_token_file (STS
@@ -259,7 +260,12 @@ creds_plan_make(const struct conf *c, struct creds_plan *p, char *err,
 	    c->aws.secret_access_key, c->aws.session_token, "the aws section",
 	    err, errlen) == -1)
 		return (-1);
-	if (p->kind == CREDS_NONE && creds_plan_keys(p, CREDS_ENV,
+	/* A profile named in the file is what the operator chose, as a
+	 * profile given in code is to the SDKs (botocore: an explicit
+	 * profile negates the environment provider): the environment's keys
+	 * then serve only its credential_source = Environment. */
+	if (p->kind == CREDS_NONE && !c->aws.profile_set &&
+	    creds_plan_keys(p, CREDS_ENV,
 	    creds_env("AWS_ACCESS_KEY_ID"), creds_env("AWS_SECRET_ACCESS_KEY"),
 	    creds_env("AWS_SESSION_TOKEN"), "the environment", err,
 	    errlen) == -1)

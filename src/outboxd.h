@@ -197,6 +197,9 @@ struct conf {
 		char	*session_token;		/* NULL = none */
 		char	*profile;		/* aws.profile, AWS_PROFILE;
 						   NULL = "default" */
+		int	 profile_set;		/* aws.profile is in the file:
+						   the environment's keys are
+						   no source of their own */
 		char	*role_arn;		/* aws.role_arn: assumed on top
 						   of the chain; NULL = none */
 		char	*external_id;		/* aws.external_id */
