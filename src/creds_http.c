@@ -288,9 +288,11 @@ creds_container_fetch(struct httpc *hc, const struct creds_plan *p,
 	return (0);
 }
 
-int
-creds_imds_fetch(struct httpc *hc, const struct creds_plan *p,
-    creds_done_cb *done)
+/* An IMDSv2 exchange at base: the session token, then the credentials
+ * (done) or the region (region_done). */
+static int
+creds_imds_start(struct httpc *hc, const char *base, creds_done_cb *done,
+    creds_region_cb *region_done)
 {
 	struct creds_http	*ch;
 
@@ -298,9 +300,9 @@ creds_imds_fetch(struct httpc *hc, const struct creds_plan *p,
 		return (-1);
 	ch->hc = hc;
 	ch->done = done;
+	ch->region_done = region_done;
 	ch->step = STEP_TOKEN;
-	if ((ch->base = strdup(p->url)) == NULL ||
-	    creds_imds_next(ch) == -1) {
+	if ((ch->base = strdup(base)) == NULL || creds_imds_next(ch) == -1) {
 		creds_http_free(ch);
 		return (-1);
 	}
@@ -308,21 +310,17 @@ creds_imds_fetch(struct httpc *hc, const struct creds_plan *p,
 }
 
 int
+creds_imds_fetch(struct httpc *hc, const struct creds_plan *p,
+    creds_done_cb *done)
+{
+	return (creds_imds_start(hc, p->url, done, NULL));
+}
+
+int
 creds_imds_region_fetch(struct httpc *hc, const char *base,
     creds_region_cb *done)
 {
-	struct creds_http	*ch;
-
-	if ((ch = calloc(1, sizeof *ch)) == NULL)
-		return (-1);
-	ch->hc = hc;
-	ch->region_done = done;
-	ch->step = STEP_TOKEN;
-	if ((ch->base = strdup(base)) == NULL || creds_imds_next(ch) == -1) {
-		creds_http_free(ch);
-		return (-1);
-	}
-	return (0);
+	return (creds_imds_start(hc, base, NULL, done));
 }
 
 int

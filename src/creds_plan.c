@@ -341,6 +341,17 @@ creds_dur(long d, char *buf, size_t len)
 	return (buf);
 }
 
+/* The length of url's scheme, host and port: what may be shown (a path
+ * or query may carry a token). */
+static int
+creds_url_host(const char *u)
+{
+	const char	*p = strstr(u, "://");
+	size_t		 skip = p != NULL ? (size_t)(p - u) + 3 : 0;
+
+	return ((int)(skip + strcspn(u + skip, "/?#")));
+}
+
 /* What hands a CREDS_ASSUME_ROLE chain its first credentials. */
 static void
 creds_src_describe(const struct creds_plan *p, char *buf, size_t len)
@@ -350,10 +361,14 @@ creds_src_describe(const struct creds_plan *p, char *buf, size_t len)
 	char		 d[32];
 
 	if (p->credential_source != NULL) {
-		snprintf(buf, len, "credential_source %s (%s)",
-		    p->credential_source, p->src == CREDS_ENV ?
-		    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" :
-		    p->url != NULL ? p->url : "?");
+		if (p->src == CREDS_ENV || p->url == NULL)
+			snprintf(buf, len, "credential_source %s (%s)",
+			    p->credential_source, p->src == CREDS_ENV ?
+			    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" : "?");
+		else
+			snprintf(buf, len, "credential_source %s (%.*s)",
+			    p->credential_source, creds_url_host(p->url),
+			    p->url);
 		return;
 	}
 	switch (p->src) {
@@ -427,13 +442,10 @@ creds_plan_describe(const struct creds_plan *p, char *buf, size_t len)
 	case CREDS_CONTAINER:
 		/* Scheme, host and port only: a query may carry a token. */
 		u = p->url;
-		n = strcspn(u + (strstr(u, "://") != NULL ?
-		    (size_t)(strstr(u, "://") - u) + 3 : 0), "/?#");
-		n += strstr(u, "://") != NULL ? (size_t)(strstr(u, "://") - u)
-		    + 3 : 0;
 		snprintf(buf, len, "container credentials (%s, %.*s%s)",
 		    p->auth_token_file != NULL ? "token file" :
-		    p->auth_token != NULL ? "token" : "no token", (int)n, u,
+		    p->auth_token != NULL ? "token" : "no token",
+		    creds_url_host(u), u,
 		    getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") != NULL ?
 		    ", relative URI" : ", full URI");
 		break;

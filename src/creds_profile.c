@@ -173,6 +173,16 @@ creds_vals_free(char *vals[NKEYS])
 	}
 }
 
+/* The profile's static keys (vals) into p, taken from vals. */
+static void
+creds_take_keys(struct creds_plan *p, char *vals[NKEYS])
+{
+	p->access_key_id = vals[K_AKID];
+	p->secret_access_key = vals[K_SECRET];
+	p->session_token = vals[K_TOKEN];
+	vals[K_AKID] = vals[K_SECRET] = vals[K_TOKEN] = NULL;
+}
+
 /* A profile's duration_seconds into *d (0 when unset): STS takes 900 to
  * 43200 s (AssumeRole, AssumeRoleWithWebIdentity: DurationSeconds). */
 static int
@@ -343,10 +353,7 @@ creds_profile_walk(struct creds_plan *p, char *vals[NKEYS], const char *user,
 				goto out;
 			}
 			p->src = CREDS_PROFILE;
-			p->access_key_id = src[K_AKID];
-			p->secret_access_key = src[K_SECRET];
-			p->session_token = src[K_TOKEN];
-			src[K_AKID] = src[K_SECRET] = src[K_TOKEN] = NULL;
+			creds_take_keys(p, src);
 			break;
 		}
 		if (src[K_ROLE] != NULL && src[K_WEBID] != NULL &&
@@ -492,10 +499,7 @@ creds_profile_plan(const struct conf *c, struct creds_plan *p, char *err,
 			goto out;
 		}
 		p->kind = CREDS_PROFILE;
-		p->access_key_id = vals[K_AKID];
-		p->secret_access_key = vals[K_SECRET];
-		p->session_token = vals[K_TOKEN];
-		vals[K_AKID] = vals[K_SECRET] = vals[K_TOKEN] = NULL;
+		creds_take_keys(p, vals);
 		/* The file it came from: the credentials file wins. */
 		p->path = strdup(in_c ? cpath : fpath);
 	} else if (vals[K_PROCESS] != NULL) {

@@ -204,7 +204,7 @@ struct conf {
 						   of the chain; NULL = none */
 		char	*external_id;		/* aws.external_id */
 		char	*role_session_name;	/* aws.role_session_name */
-		char	 source[256];		/* the chain's choice, as
+		char	 source[512];		/* the chain's choice, as
 						   outboxd -t says it; ""
 						   when AWS is not used */
 	} aws;

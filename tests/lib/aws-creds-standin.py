@@ -99,14 +99,21 @@ EXTID_RE = re.compile(r"[\w+=,.@:/-]{2,1224}\Z")
 _sigv4 = None
 
 
+_sigv4_lock = threading.Lock()
+
+
 def sigv4_module():
+    # Loaded once, under a lock: requests run on threads, and a module
+    # published before it has run is half a module.
     global _sigv4
-    if _sigv4 is None:
-        import importlib.util
-        spec = importlib.util.spec_from_file_location(
-            "sigv4_proxy", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sigv4-proxy.py"))
-        _sigv4 = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(_sigv4)
+    with _sigv4_lock:
+        if _sigv4 is None:
+            import importlib.util
+            spec = importlib.util.spec_from_file_location(
+                "sigv4_proxy", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sigv4-proxy.py"))
+            m = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(m)
+            _sigv4 = m
     return _sigv4
 
 

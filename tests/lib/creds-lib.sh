@@ -16,6 +16,9 @@
 # creds_conf_write FILE
 #	outbox_conf_write FILE without the aws keys: the chain decides.
 # creds_ready_json -- GET /readyz into $T_DIR/readyz.json, prints the code
+# creds_wait_fetches N PATTERN [LOG] -- wait (at most 20 s) until LOG
+#	(default $OUTBOXD_LOG) has N lines "AWS credentials from PATTERN":
+#	the workers' renewals come when they come, not at a fixed time
 # creds_wait_expired -- with the stand-in down, sleep until every set it
 #	handed out ($T_DIR/valid.json) is past the point where outboxd stops
 #	using it (5 s before its Expiration): then no worker holds a valid
@@ -58,6 +61,11 @@ creds_ready_json() {
 }
 
 _creds_ready() { [ "$(creds_ready_json)" = 200 ]; }
+
+_creds_fetches() { [ "$(grep -c "AWS credentials from $2" "$3" || true)" -ge "$1" ]; }
+creds_wait_fetches() {
+	wait_until 20 "$1 fetches of AWS credentials from $2" _creds_fetches "$1" "$2" "${3:-$OUTBOXD_LOG}" || true
+}
 
 creds_wait_expired() {
 	local last secs
