@@ -100,6 +100,9 @@ aws_query_done(const struct httpc_response *resp, struct aws_ctx *ctx,
 		snprintf(msg, sizeof msg, "HTTP %ld", resp->status);
 		res->error_message = msg;
 	}
+	/* SNS says ExpiredToken in the query protocol's Code: renew now,
+	 * as for the JSON services. */
+	creds_rejected(res->error_type);
 	log_debug("%s %s: HTTP %ld %s: %s", aws_service_name(ctx->svc),
 	    ctx->action, resp->status,
 	    res->error_type != NULL ? res->error_type : "-",
