@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # creds-imds.sh -- on "EC2": no keys and no region anywhere, both come from
 # instance metadata (IMDSv2, tests/lib/aws-creds-standin.py: region
-# eu-west-3, 24-second credentials, a new set every 6 s) and every request
-# is checked by a verifier that accepts only the set valid now, signed for
+# eu-west-3, 24-second credentials, a new set every 3 s: one handed out
+# has 21 s or more left, renewed with 7 s to spare) and every request is
+# checked by a verifier that accepts only the set valid now, signed for
 # eu-west-3.  The stand-in is down when outboxd starts: not ready, and
 # /readyz says why (no region yet); ready once it is up, each worker
 # having read the region and logged the endpoints it built from it (SNS,
@@ -18,7 +19,7 @@ test_init
 need_binaries
 stack_up
 
-CREDS_LIFETIME=24 CREDS_ROTATE=6 CREDS_REGION=eu-west-3
+CREDS_LIFETIME=24 CREDS_ROTATE=3 CREDS_REGION=eu-west-3
 creds_verifiers
 port=$("$PY" "$T_LIB/free-port")
 export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:$port
@@ -63,7 +64,7 @@ check_eq "each worker read the region and logged its endpoints (2 relays + 1 con
 	"$(grep -cF "AWS region eu-west-3 from instance metadata (http://127.0.0.1:$port); endpoints: SQS $CREDS_SQS, SNS https://sns.eu-west-3.amazonaws.com, DynamoDB $CREDS_DDB, STS (not used)" "$OUTBOXD_LOG" || true)"
 check "the stand-in answered placement/region once per worker" [ "$(stat_of standin .imds_region)" -ge 3 ]
 
-# Light load across two rotations and more (6 s each; renewals every ~16 s).
+# Light load across two rotations and more (3 s each; renewals every ~15 s).
 orders_post_bg "$T_DIR/orders" 40 0.33 imds
 wait "$ORDERS_BG_PID"
 check_eq "every POST /orders answered 201" "201x40" "$(orders_codes "$T_DIR/orders")"

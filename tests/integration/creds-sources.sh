@@ -2,7 +2,7 @@
 # creds-sources.sh -- the credential chain's other sources, one outboxd
 # run each behind verifiers that accept only the credentials valid now
 # (tests/lib/aws-creds-standin.py: 24-second credentials, a new set every
-# 6 s, renewed with 6 s or more left, so a run of ~16 s sees two
+# 3 s, renewed with 7 s or more left, so a run of ~16 s sees two
 # rotations and more; the renewals are waited for, not timed):
 #   1. precedence, as outboxd -t names the source: one case per adjacent
 #      pair of the chain, and aws.profile in the file over the
@@ -26,7 +26,7 @@ test_init
 need_binaries
 stack_up
 
-CREDS_LIFETIME=24 CREDS_ROTATE=6
+CREDS_LIFETIME=24 CREDS_ROTATE=3
 creds_verifiers
 OB_RELAY_WORKERS=1 OB_EXTRA_RELAY="lease = 5000 timeout = 2000" creds_conf_write "$T_DIR/outbox.conf"
 dead=$("$PY" "$T_LIB/free-port")	# nothing listens there

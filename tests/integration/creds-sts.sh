@@ -2,7 +2,7 @@
 # creds-sts.sh -- the chain's role sources through STS, at the stand-in
 # (tests/lib/aws-creds-standin.py --role-arn: AssumeRole and
 # AssumeRoleWithWebIdentity as the STS API reference has them; 24-second
-# credentials, a new set every 6 s) behind verifiers that accept only the
+# credentials, a new set every 3 s) behind verifiers that accept only the
 # credentials valid now:
 #   1. web identity from the environment (EKS IRSA): unsigned calls, the
 #      token file rotated mid-run; a role STS refuses: not ready, and
@@ -33,7 +33,7 @@ test_init
 need_binaries
 stack_up
 
-CREDS_LIFETIME=24 CREDS_ROTATE=6
+CREDS_LIFETIME=24 CREDS_ROTATE=3
 ROLE=arn:aws:iam::000000000000:role/outboxd-sts
 ROLE_MID=arn:aws:iam::000000000000:role/outboxd-mid
 ROLE_APP=arn:aws:iam::000000000000:role/outboxd-app
@@ -239,17 +239,17 @@ phase chain 40 "STS AssumeRole, role $ROLE_APP for 900 s"
 calls=$(($(stat_of standin .sts_calls) - $(s0 .sts_calls)))
 check_eq "chain: STS refused no call" "$(jq -c .sts_errors <<<"$stats0")" "$(jq -c .sts_errors "$T_DIR/standin.stats")"
 check "chain: the three roles were assumed in turn at every renewal (4+ each)" \
-	[ $(($(stat_of standin ".sts_roles[\"$ROLE_MID\"]") - $(s0 ".sts_roles[\"$ROLE_MID\"] // 0"))) -ge 4 -a \
-	$(($(stat_of standin ".sts_roles[\"$ROLE_APP\"]") - $(s0 ".sts_roles[\"$ROLE_APP\"] // 0"))) -ge 4 -a \
-	$(($(stat_of standin ".sts_roles[\"$ROLE\"]") - $(s0 ".sts_roles[\"$ROLE\"]"))) -ge 4 ]
+	[ $(($(stat_of standin ".sts_roles[\"$ROLE_MID\"] // 0") - $(s0 ".sts_roles[\"$ROLE_MID\"] // 0"))) -ge 4 -a \
+	$(($(stat_of standin ".sts_roles[\"$ROLE_APP\"] // 0") - $(s0 ".sts_roles[\"$ROLE_APP\"] // 0"))) -ge 4 -a \
+	$(($(stat_of standin ".sts_roles[\"$ROLE\"] // 0") - $(s0 ".sts_roles[\"$ROLE\"] // 0"))) -ge 4 ]
 check_eq "chain: every AssumeRole was signed with credentials the stand-in handed out (IMDS's, then each role's)" \
 	"$calls" $(($(stat_of standin .sts_chained) - $(s0 .sts_chained)))
 check "chain: instance metadata handed out the first credentials" [ "$(stat_of standin .imds_tokens)" -ge 4 ]
 check_eq "chain: DurationSeconds 900 on every AssumeRole of profile app-chain's role" \
-	$(($(stat_of standin ".sts_roles[\"$ROLE_APP\"]") - $(s0 ".sts_roles[\"$ROLE_APP\"] // 0"))) \
+	$(($(stat_of standin ".sts_roles[\"$ROLE_APP\"] // 0") - $(s0 ".sts_roles[\"$ROLE_APP\"] // 0"))) \
 	$(($(stat_of standin '.sts_durations["900"] // 0') - $(s0 '.sts_durations["900"] // 0')))
 check_eq "chain: DurationSeconds 1200 (aws.duration_seconds) on every AssumeRole of aws.role_arn" \
-	$(($(stat_of standin ".sts_roles[\"$ROLE\"]") - $(s0 ".sts_roles[\"$ROLE\"]"))) \
+	$(($(stat_of standin ".sts_roles[\"$ROLE\"] // 0") - $(s0 ".sts_roles[\"$ROLE\"] // 0"))) \
 	$(($(stat_of standin '.sts_durations["1200"] // 0') - $(s0 '.sts_durations["1200"] // 0')))
 outboxd_stop
 cp "$T_DIR/outbox.conf.chain" "$T_DIR/outbox.conf"
