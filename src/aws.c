@@ -100,6 +100,9 @@ aws_query_done(const struct httpc_response *resp, struct aws_ctx *ctx,
 		snprintf(msg, sizeof msg, "HTTP %ld", resp->status);
 		res->error_message = msg;
 	}
+	/* SNS says ExpiredToken in the query protocol's Code: renew now,
+	 * as for the JSON services. */
+	creds_rejected(res->error_type);
 	log_debug("%s %s: HTTP %ld %s: %s", aws_service_name(ctx->svc),
 	    ctx->action, resp->status,
 	    res->error_type != NULL ? res->error_type : "-",
@@ -183,7 +186,7 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 	struct curl_slist	*h = NULL;
 	struct aws_ctx		*ctx;
 	const char		*endpoint, *target = NULL, *signame;
-	const char		*akid, *secret, *token;
+	const char		*akid, *secret, *token, *region;
 	char			 url[1024], sigv4[128];
 
 	if (svc == AWS_SQS) {
@@ -198,17 +201,22 @@ aws_call(struct httpc *hc, const struct conf *conf, enum aws_service svc,
 		target = "DynamoDB_20120810";
 		signame = "dynamodb";
 	}
-	if (endpoint == NULL || *endpoint == '\0' || conf->aws.region == NULL) {
+	/* Not yet, or expired, or no region yet (instance metadata): the
+	 * caller retries (creds.c logs why). */
+	if (creds_current(&akid, &secret, &token) == -1)
+		return (-1);
+	/* An endpoint the configuration left to the region is built from
+	 * the region this process has (creds.c), maybe read at start. */
+	region = conf->aws.region != NULL ? conf->aws.region : creds_region();
+	endpoint = creds_endpoint(endpoint, signame);
+	if (endpoint == NULL || *endpoint == '\0' || region == NULL) {
 		log_warnx("%s %s: no endpoint or region configured",
 		    aws_service_name(svc), action);
 		return (-1);
 	}
-	/* Not yet, or expired: the caller retries (creds.c logs why). */
-	if (creds_current(&akid, &secret, &token) == -1)
-		return (-1);
 	if ((size_t)snprintf(url, sizeof url, "%s/", endpoint) >= sizeof url ||
 	    (size_t)snprintf(sigv4, sizeof sigv4, "aws:amz:%s:%s",
-	    conf->aws.region, signame) >= sizeof sigv4 ||
+	    region, signame) >= sizeof sigv4 ||
 	    strlen(action) >= sizeof ctx->action) {
 		log_warnx("%s %s: endpoint, region or action too long",
 		    aws_service_name(svc), action);

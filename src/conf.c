@@ -390,6 +390,7 @@ static cfg_opt_t aws_opts[] = {
 	CFG_STR("role_arn", NULL, CFGF_NONE),
 	CFG_STR("external_id", NULL, CFGF_NONE),
 	CFG_STR("role_session_name", NULL, CFGF_NONE),
+	CFG_INT("duration_seconds", 0, CFGF_NONE),
 	CFG_END()
 };
 

@@ -76,6 +76,42 @@ conf_aws_check_creds(struct conf *c, char *err, size_t errlen)
 	return rv;
 }
 
+/*
+ * The region, in the order of the AWS SDKs and Tools Reference Guide
+ * ("AWS Region"): aws.region, AWS_REGION, AWS_DEFAULT_REGION, the
+ * profile's region, then instance metadata, which only the workers read
+ * (creds.c, at start): then c->aws.region stays NULL and region_imds
+ * names the IMDS endpoint.  region_from says which, for outboxd -t.
+ */
+static void
+conf_aws_region(cfg_t *a, struct conf *c)
+{
+	const char	*v, *from = "aws.region";
+	char		 err[200];
+
+	if ((v = conf_pick(cfg_getstr(a, "region"), NULL, NULL)) == NULL &&
+	    (v = conf_pick(NULL, "AWS_REGION", NULL)) != NULL)
+		from = "AWS_REGION";
+	else if (v == NULL &&
+	    (v = conf_pick(NULL, "AWS_DEFAULT_REGION", NULL)) != NULL)
+		from = "AWS_DEFAULT_REGION";
+	c->aws.region = conf_aws_strdup(v);
+	if (c->aws.region == NULL &&
+	    (c->aws.region = creds_profile_region(c->aws.profile, c->user)) !=
+	    NULL)
+		snprintf(c->aws.region_from, sizeof c->aws.region_from,
+		    "from profile %s", c->aws.profile != NULL ?
+		    c->aws.profile : "default");
+	else if (c->aws.region != NULL)
+		snprintf(c->aws.region_from, sizeof c->aws.region_from,
+		    "from %s", from);
+	else if ((c->aws.region_imds = creds_imds_base(err, sizeof err)) !=
+	    NULL)
+		snprintf(c->aws.region_from, sizeof c->aws.region_from,
+		    "from instance metadata (IMDSv2, %s), read by each worker "
+		    "at start", c->aws.region_imds);
+}
+
 void
 conf_aws_fill(struct cfg_t *cfg, struct conf *c)
 {
@@ -87,10 +123,9 @@ conf_aws_fill(struct cfg_t *cfg, struct conf *c)
 	 * source (creds.c), and the profile's region comes last. */
 	c->aws.profile = conf_aws_strdup(conf_pick(cfg_getstr(a,
 	    "profile"), "AWS_PROFILE", NULL));
-	c->aws.region = conf_aws_strdup(conf_pick(cfg_getstr(a, "region"),
-	    "AWS_REGION", "AWS_DEFAULT_REGION"));
-	if (c->aws.region == NULL)
-		c->aws.region = creds_profile_region(c->aws.profile, c->user);
+	c->aws.profile_set = conf_pick(cfg_getstr(a, "profile"), NULL,
+	    NULL) != NULL;
+	conf_aws_region(a, c);
 	c->aws.access_key_id = conf_aws_strdup(conf_pick(
 	    cfg_getstr(a, "access_key_id"), NULL, NULL));
 	c->aws.secret_access_key = conf_aws_strdup(conf_pick(
@@ -101,6 +136,7 @@ conf_aws_fill(struct cfg_t *cfg, struct conf *c)
 	c->aws.external_id = conf_aws_strdup(cfg_getstr(a, "external_id"));
 	c->aws.role_session_name = conf_aws_strdup(cfg_getstr(a,
 	    "role_session_name"));
+	c->aws.duration_seconds = cfg_getint(a, "duration_seconds");
 	c->aws.sqs_endpoint = conf_endpoint(cfg_getstr(q, "endpoint_url"),
 	    cfg_getstr(a, "endpoint_url"), "AWS_ENDPOINT_URL_SQS", "sqs",
 	    c->aws.region);
@@ -134,9 +170,18 @@ conf_aws_check(struct conf *c, char *err, size_t errlen)
 		v = "sqs.queue_url is not set (the consumers read it)";
 	else if (c->consumer.workers > 0 && c->dynamodb_table == NULL)
 		v = "dynamodb.table is not set";
-	else if (need_aws && c->aws.region == NULL)
-		v = "aws.region is not set and neither AWS_REGION nor "
-		    "AWS_DEFAULT_REGION is in the environment";
+	else if (need_aws && c->aws.region == NULL &&
+	    c->aws.region_imds == NULL)
+		v = "aws.region is not set, neither AWS_REGION nor "
+		    "AWS_DEFAULT_REGION is in the environment, the profile sets "
+		    "none and instance metadata is off (AWS_EC2_METADATA_"
+		    "DISABLED)";
+	else if (c->aws.duration_seconds != 0 && c->aws.role_arn == NULL)
+		v = "aws.duration_seconds needs aws.role_arn";
+	else if (c->aws.duration_seconds != 0 && (c->aws.duration_seconds <
+	    CREDS_DURATION_MIN || c->aws.duration_seconds > CREDS_DURATION_MAX))
+		v = "aws.duration_seconds must be 900 to 43200 (STS "
+		    "DurationSeconds)";
 	else if (c->aws.role_arn == NULL && (c->aws.external_id != NULL ||
 	    c->aws.role_session_name != NULL))
 		v = "aws.external_id and aws.role_session_name need "
@@ -163,6 +208,7 @@ void
 conf_aws_free(struct conf *c)
 {
 	free(c->aws.region);
+	free(c->aws.region_imds);
 	free(c->aws.sqs_endpoint);
 	free(c->aws.dynamodb_endpoint);
 	free(c->aws.sns_endpoint);

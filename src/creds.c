@@ -1,20 +1,7 @@
 /*
- * creds.c - the AWS credential chain: which source to use (AWS SDKs and
- * Tools Reference Guide, "Standardized credential providers": the order
- * below, first match wins), this process's current credentials and
- * their renewal.
- *
- *   1. the aws section's access_key_id / secret_access_key / session_token
- *   2. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
- *   3. the shared files' profile (creds_profile.c): role_arn with
- *      source_profile (STS AssumeRole, creds_sts.c) or with
- *      web_identity_token_file (STS AssumeRoleWithWebIdentity), static
- *      keys, credential_process
- *   4. AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (+ AWS_ROLE_SESSION_NAME):
- *      STS AssumeRoleWithWebIdentity (EKS IRSA)
- *   5. container credentials: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or
- *      _FULL_URI with AWS_CONTAINER_AUTHORIZATION_TOKEN(_FILE)
- *   6. EC2 instance metadata, IMDSv2, unless AWS_EC2_METADATA_DISABLED
+ * creds.c - this process's AWS credentials: fetched from the source the
+ * chain chose (creds_plan.c) and renewed before they expire, and the
+ * region when instance metadata gives it.
  *
  * The refresh rule: temporary credentials that are L seconds from their
  * Expiration when they arrive are renewed when min(5 min, L / 3) is left.
@@ -24,6 +11,18 @@
  * renewed with time to spare.  A failed renewal keeps the current
  * credentials while they are valid and tries again after 1, 2, 4 ... 60 s.
  * Credentials within CREDS_SKEW_S of their Expiration are not used.
+ *
+ * A fetch is a sequence: the source's credentials, then each STS
+ * AssumeRole of the chain (a profile's roles, aws.role_arn), each signed
+ * with what the step before handed out; the last answer is what the
+ * process signs with.
+ *
+ * The region from instance metadata (no aws.region, AWS_REGION,
+ * AWS_DEFAULT_REGION or profile region, and IMDS not off): read once at
+ * start (IMDSv2, placement/region) before the first credentials, with
+ * the same backoff; until then no request is sent, one rate-limited line
+ * says why and /readyz answers 503.  The endpoints left to the region
+ * (no endpoint_url, AWS_ENDPOINT_URL*) are then built from it.
  */
 #include "config.h"
 
@@ -46,15 +45,13 @@
 #define CREDS_RETRY_MIN		1000	/* ms, first retry after a failure */
 #define CREDS_RETRY_MAX		60000	/* ms */
 #define CREDS_PROCESS_TIMEOUT	30000	/* ms, a credential_process run */
-#define CREDS_ECS_HOST		"http://169.254.170.2"
-#define CREDS_IMDS_HOST		"http://169.254.169.254"
-#define CREDS_IMDS_HOST6	"http://[fd00:ec2::254]"
 
 static struct {
 	struct event_base	*base;
 	struct httpc		*hc;
 	struct event		*timer;
 	struct creds_plan	 plan;
+	const struct conf	*conf;
 	int			 started;
 	int			 slot;
 	void			(*notify)(void);
@@ -64,298 +61,16 @@ static struct {
 	int64_t			 expiration;	/* s since the epoch, 0 never */
 	int			 have;
 	int			 fetching;
-	int			 top_step;	/* aws.role_arn: 1 = the
-						   source's answer is due,
-						   2 = STS's */
+	int			 step;		/* AssumeRoles done this fetch */
+	char			*region;	/* NULL: from IMDS, not yet */
 	int			 failures;
 	char			 why[256];
+	char			 endpoint[512];	/* creds_endpoint()'s */
 	struct log_limit	 limit;
 } cs;
 
 static void	creds_fetch(void);
 static int	creds_fetched(void);
-
-static char *
-creds_dup(const char *s)
-{
-	return (s != NULL && *s != '\0' ? strdup(s) : NULL);
-}
-
-static void
-creds_wipe(char **p)
-{
-	if (*p != NULL) {
-		explicit_bzero(*p, strlen(*p));
-		free(*p);
-		*p = NULL;
-	}
-}
-
-void
-creds_plan_clear(struct creds_plan *p)
-{
-	creds_wipe(&p->secret_access_key);
-	creds_wipe(&p->session_token);
-	creds_wipe(&p->auth_token);
-	free(p->access_key_id);
-	free(p->profile);
-	free(p->path);
-	free(p->command);
-	free(p->url);
-	free(p->auth_token_file);
-	free(p->role_arn);
-	free(p->session_name);
-	free(p->external_id);
-	free(p->token_file);
-	free(p->source_profile);
-	free(p->sts_endpoint);
-	free(p->region);
-	free(p->top_role_arn);
-	free(p->top_external_id);
-	free(p->top_session_name);
-	memset(p, 0, sizeof *p);
-}
-
-static const char *
-creds_env(const char *name)
-{
-	const char	*v = getenv(name);
-
-	return (v != NULL && *v != '\0' ? v : NULL);
-}
-
-/* Static keys from a pair of values, either or both maybe NULL. */
-static int
-creds_plan_keys(struct creds_plan *p, enum creds_kind kind, const char *id,
-    const char *secret, const char *token, const char *where, char *err,
-    size_t errlen)
-{
-	if (id == NULL && secret == NULL)
-		return (0);
-	if (id == NULL || secret == NULL) {
-		snprintf(err, errlen, "%s sets %s but not %s", where,
-		    id == NULL ? "a secret access key" : "an access key id",
-		    id == NULL ? "the access key id" : "the secret access key");
-		return (-1);
-	}
-	p->kind = kind;
-	if ((p->access_key_id = strdup(id)) == NULL ||
-	    (p->secret_access_key = strdup(secret)) == NULL ||
-	    (token != NULL && (p->session_token = creds_dup(token)) == NULL &&
-	    *token != '\0')) {
-		snprintf(err, errlen, "out of memory");
-		return (-1);
-	}
-	return (0);
-}
-
-static int
-creds_plan_container(struct creds_plan *p, char *err, size_t errlen)
-{
-	const char	*rel, *full, *host;
-	int		 n;
-
-	rel = creds_env("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
-	full = creds_env("AWS_CONTAINER_CREDENTIALS_FULL_URI");
-	if (rel == NULL && full == NULL)
-		return (0);
-	p->kind = CREDS_CONTAINER;
-	if (rel != NULL) {
-		/* The ECS agent's fixed address; OUTBOXD_ECS_ENDPOINT
-		 * exists for the tests, which have only loopback. */
-		if ((host = creds_env("OUTBOXD_ECS_ENDPOINT")) == NULL)
-			host = CREDS_ECS_HOST;
-		n = asprintf(&p->url, "%s%s%s", host, *rel == '/' ? "" : "/",
-		    rel);
-	} else {
-		if (creds_container_url_ok(full) == -1) {
-			snprintf(err, errlen, "AWS_CONTAINER_CREDENTIALS_FULL_"
-			    "URI names a host the AWS SDKs refuse over plain "
-			    "http (allowed: https, or http to loopback, "
-			    "169.254.170.2, 169.254.170.23, fd00:ec2::23)");
-			return (-1);
-		}
-		n = (p->url = strdup(full)) == NULL ? -1 : 0;
-	}
-	if (n == -1) {
-		p->url = NULL;
-		snprintf(err, errlen, "out of memory");
-		return (-1);
-	}
-	/* The file wins: EKS rotates it, so it is read at every fetch. */
-	if ((p->auth_token_file = creds_dup(creds_env(
-	    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"))) == NULL)
-		p->auth_token = creds_dup(creds_env(
-		    "AWS_CONTAINER_AUTHORIZATION_TOKEN"));
-	if (p->auth_token != NULL && strpbrk(p->auth_token, "\r\n")) {
-		snprintf(err, errlen, "AWS_CONTAINER_AUTHORIZATION_TOKEN "
-		    "holds a line break");
-		return (-1);
-	}
-	return (0);
-}
-
-static int
-creds_plan_imds(struct creds_plan *p, char *err, size_t errlen)
-{
-	const char	*v;
-
-	if ((v = creds_env("AWS_EC2_METADATA_DISABLED")) != NULL &&
-	    strcasecmp(v, "true") == 0)
-		return (0);
-	if ((v = creds_env("AWS_EC2_METADATA_SERVICE_ENDPOINT")) == NULL) {
-		v = creds_env("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE");
-		v = v != NULL && strcasecmp(v, "IPv6") == 0 ?
-		    CREDS_IMDS_HOST6 : CREDS_IMDS_HOST;
-	}
-	if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) {
-		snprintf(err, errlen, "AWS_EC2_METADATA_SERVICE_ENDPOINT is "
-		    "not an http:// or https:// URL");
-		return (-1);
-	}
-	p->kind = CREDS_IMDS;
-	if ((p->url = strdup(v)) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return (-1);
-	}
-	while (p->url[0] != '\0' && p->url[strlen(p->url) - 1] == '/')
-		p->url[strlen(p->url) - 1] = '\0';
-	return (0);
-}
-
-int
-creds_plan_make(const struct conf *c, struct creds_plan *p, char *err,
-    size_t errlen)
-{
-	memset(p, 0, sizeof *p);
-	err[0] = '\0';
-	if (creds_plan_keys(p, CREDS_CONF, c->aws.access_key_id,
-	    c->aws.secret_access_key, c->aws.session_token, "the aws section",
-	    err, errlen) == -1)
-		return (-1);
-	if (p->kind == CREDS_NONE && creds_plan_keys(p, CREDS_ENV,
-	    creds_env("AWS_ACCESS_KEY_ID"), creds_env("AWS_SECRET_ACCESS_KEY"),
-	    creds_env("AWS_SESSION_TOKEN"), "the environment", err,
-	    errlen) == -1)
-		return (-1);
-	if (p->kind == CREDS_NONE && creds_profile_plan(c, p, err,
-	    errlen) == -1)
-		return (-1);
-	if (p->kind == CREDS_NONE && creds_env("AWS_WEB_IDENTITY_TOKEN_FILE") &&
-	    creds_env("AWS_ROLE_ARN")) {
-		p->kind = CREDS_WEB_IDENTITY;
-		p->role_arn = creds_dup(creds_env("AWS_ROLE_ARN"));
-		p->token_file = creds_dup(creds_env(
-		    "AWS_WEB_IDENTITY_TOKEN_FILE"));
-		p->session_name = creds_env("AWS_ROLE_SESSION_NAME") != NULL ?
-		    creds_dup(creds_env("AWS_ROLE_SESSION_NAME")) :
-		    creds_sts_session_name();
-		if (p->role_arn == NULL || p->token_file == NULL ||
-		    p->session_name == NULL) {
-			snprintf(err, errlen, "out of memory");
-			return (-1);
-		}
-	}
-	if (p->kind == CREDS_NONE && creds_plan_container(p, err,
-	    errlen) == -1)
-		return (-1);
-	if (p->kind == CREDS_NONE && creds_plan_imds(p, err, errlen) == -1)
-		return (-1);
-	/* STS (AWS STS API: AssumeRole, AssumeRoleWithWebIdentity): at
-	 * the regional endpoint unless one is set, and signed (AssumeRole)
-	 * in the region. */
-	if (p->kind != CREDS_NONE && c->aws.role_arn != NULL) {
-		p->top_role_arn = strdup(c->aws.role_arn);
-		p->top_external_id = creds_dup(c->aws.external_id);
-		p->top_session_name = c->aws.role_session_name != NULL ?
-		    strdup(c->aws.role_session_name) : creds_sts_session_name();
-		if (p->top_role_arn == NULL || p->top_session_name == NULL ||
-		    (c->aws.external_id != NULL && p->top_external_id == NULL)) {
-			snprintf(err, errlen, "out of memory");
-			return (-1);
-		}
-	}
-	if (p->kind == CREDS_ASSUME_ROLE || p->kind == CREDS_WEB_IDENTITY ||
-	    p->top_role_arn != NULL) {
-		if (c->aws.sts_endpoint == NULL || c->aws.region == NULL) {
-			snprintf(err, errlen, "STS needs aws.region (or "
-			    "AWS_REGION) or an endpoint (AWS_ENDPOINT_URL_STS, "
-			    "aws.endpoint_url)");
-			return (-1);
-		}
-		if ((p->sts_endpoint = strdup(c->aws.sts_endpoint)) == NULL ||
-		    (p->region = strdup(c->aws.region)) == NULL) {
-			snprintf(err, errlen, "out of memory");
-			return (-1);
-		}
-	}
-	return (0);
-}
-
-void
-creds_plan_describe(const struct creds_plan *p, char *buf, size_t len)
-{
-	const char	*prof = p->profile != NULL ? p->profile : "default";
-	const char	*u;
-	size_t		 n;
-
-	switch (p->kind) {
-	case CREDS_CONF:
-		snprintf(buf, len, "static keys from the aws section%s",
-		    p->session_token != NULL ? " (with a session token)" : "");
-		break;
-	case CREDS_ENV:
-		snprintf(buf, len, "static keys from AWS_ACCESS_KEY_ID and "
-		    "AWS_SECRET_ACCESS_KEY%s", p->session_token != NULL ?
-		    " (with AWS_SESSION_TOKEN)" : "");
-		break;
-	case CREDS_PROFILE:
-		snprintf(buf, len, "static keys of profile %s (%s)", prof,
-		    p->path != NULL ? p->path : "?");
-		break;
-	case CREDS_PROCESS:
-		snprintf(buf, len, "credential_process of profile %s (%s)",
-		    prof, p->path != NULL ? p->path : "?");
-		break;
-	case CREDS_CONTAINER:
-		/* Scheme, host and port only: a query may carry a token. */
-		u = p->url;
-		n = strcspn(u + (strstr(u, "://") != NULL ?
-		    (size_t)(strstr(u, "://") - u) + 3 : 0), "/?#");
-		n += strstr(u, "://") != NULL ? (size_t)(strstr(u, "://") - u)
-		    + 3 : 0;
-		snprintf(buf, len, "container credentials (%s, %.*s%s)",
-		    p->auth_token_file != NULL ? "token file" :
-		    p->auth_token != NULL ? "token" : "no token", (int)n, u,
-		    getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") != NULL ?
-		    ", relative URI" : ", full URI");
-		break;
-	case CREDS_IMDS:
-		snprintf(buf, len, "instance metadata (IMDSv2, %s)", p->url);
-		break;
-	case CREDS_ASSUME_ROLE:
-		snprintf(buf, len, "STS AssumeRole, role %s, source profile %s "
-		    "(%s), %s", p->role_arn, p->source_profile, p->path != NULL ?
-		    p->path : "?", p->sts_endpoint != NULL ? p->sts_endpoint :
-		    "?");
-		break;
-	case CREDS_WEB_IDENTITY:
-		snprintf(buf, len, "STS AssumeRoleWithWebIdentity, role %s, "
-		    "token file %s%s%s, %s", p->role_arn, p->token_file,
-		    p->profile != NULL ? ", profile " : "", p->profile != NULL ?
-		    p->profile : "", p->sts_endpoint != NULL ? p->sts_endpoint :
-		    "?");
-		break;
-	default:
-		snprintf(buf, len, "none");
-		break;
-	}
-	n = strlen(buf);
-	if (p->top_role_arn != NULL && n < len)
-		snprintf(buf + n, len - n, ", then STS AssumeRole, role %s "
-		    "(aws.role_arn)%s", p->top_role_arn, p->top_external_id !=
-		    NULL ? " with an external id" : "");
-}
 
 int64_t
 creds_time_parse(const char *s)
@@ -452,12 +167,6 @@ creds_json_done(const char *body, size_t len, const char *what,
 
 /* ---- this process's credentials ---------------------------------------- */
 
-static int
-creds_temporary(void)
-{
-	return (creds_fetched() || cs.plan.top_role_arn != NULL);
-}
-
 /* The chain's source itself hands out temporary credentials. */
 static int
 creds_fetched(void)
@@ -469,9 +178,43 @@ creds_fetched(void)
 }
 
 static int
+creds_temporary(void)
+{
+	return (creds_fetched() || cs.plan.top.role_arn != NULL);
+}
+
+/* The STS AssumeRoles after the source's answer: a profile chain's
+ * roles[], its own role, then aws.role_arn. */
+static int
+creds_n_steps(void)
+{
+	return ((cs.plan.kind == CREDS_ASSUME_ROLE ? cs.plan.n_roles + 1 : 0) +
+	    (cs.plan.top.role_arn != NULL ? 1 : 0));
+}
+
+/* Step i of creds_n_steps() as a role (a view into the plan). */
+static struct creds_role
+creds_step_role(int i)
+{
+	struct creds_role	r;
+
+	memset(&r, 0, sizeof r);
+	if (cs.plan.kind == CREDS_ASSUME_ROLE && i < cs.plan.n_roles)
+		return (cs.plan.roles[i]);
+	if (cs.plan.kind == CREDS_ASSUME_ROLE && i == cs.plan.n_roles) {
+		r.role_arn = cs.plan.role_arn;
+		r.session_name = cs.plan.session_name;
+		r.external_id = cs.plan.external_id;
+		r.duration = cs.plan.duration;
+		return (r);
+	}
+	return (cs.plan.top);
+}
+
+static int
 creds_valid(int64_t now)
 {
-	return (cs.have && (cs.expiration == 0 ||
+	return (cs.have && cs.region != NULL && (cs.expiration == 0 ||
 	    now < cs.expiration - CREDS_SKEW_S));
 }
 
@@ -494,28 +237,52 @@ creds_report(void)
 		cs.notify();
 }
 
+/* A failed fetch (credentials or region): why, then again after the
+ * backoff. */
+static void
+creds_failed(const char *err, const char *desc)
+{
+	int64_t	now = time(NULL);
+	long	ms;
+
+	cs.fetching = 0;
+	cs.step = 0;
+	snprintf(cs.why, sizeof cs.why, "%s", err != NULL ? err :
+	    "unknown error");
+	ms = CREDS_RETRY_MIN << (cs.failures < 6 ? cs.failures : 6);
+	if (ms > CREDS_RETRY_MAX)
+		ms = CREDS_RETRY_MAX;
+	ms += random() % (ms / 4 + 1);
+	cs.failures++;
+	if (creds_valid(now))
+		log_limited(&cs.limit, LOG_LEVEL_WARN, "renewing the AWS "
+		    "credentials from %s failed (the current ones stay valid "
+		    "for %lld s; retry in %ld ms): %s", desc,
+		    (long long)(cs.expiration - now), ms, cs.why);
+	else
+		log_limited(&cs.limit, LOG_LEVEL_WARN, "no AWS credentials "
+		    "from %s (retry in %ld ms): %s", desc, ms, cs.why);
+	creds_arm(ms);
+	creds_report();
+}
+
 static void
 creds_done(const struct creds_got *got, const char *err)
 {
-	int64_t	now = time(NULL), life;
-	long	ms;
-	char	desc[256];
+	struct creds_role	role;
+	int64_t			now = time(NULL), life;
+	long			ms;
+	char			desc[512];
 
-	/* The source's credentials sign aws.role_arn's AssumeRole; the
-	 * answer to that comes back here as the credentials. */
-	if (cs.top_step == 1) {
-		cs.top_step = got != NULL ? 2 : 0;
-		if (got != NULL && creds_sts_top_fetch(cs.hc, &cs.plan, got,
+	/* Each answer but the last signs the chain's next AssumeRole. */
+	if (got != NULL && cs.step < creds_n_steps()) {
+		role = creds_step_role(cs.step++);
+		if (creds_sts_role_fetch(cs.hc, &cs.plan, &role, got,
 		    creds_done) == 0)
 			return;
-		if (got != NULL) {
-			cs.top_step = 0;
-			err = "the STS AssumeRole request could not be started";
-			got = NULL;
-		}
-	} else
-		cs.top_step = 0;
-	cs.fetching = 0;
+		got = NULL;
+		err = "the STS AssumeRole request could not be started";
+	}
 	if (got != NULL && got->expiration != 0 &&
 	    got->expiration - now <= CREDS_SKEW_S) {
 		got = NULL;
@@ -523,32 +290,17 @@ creds_done(const struct creds_got *got, const char *err)
 	}
 	creds_plan_describe(&cs.plan, desc, sizeof desc);
 	if (got == NULL) {
-		snprintf(cs.why, sizeof cs.why, "%s", err != NULL ? err :
-		    "unknown error");
-		ms = CREDS_RETRY_MIN << (cs.failures < 6 ? cs.failures : 6);
-		if (ms > CREDS_RETRY_MAX)
-			ms = CREDS_RETRY_MAX;
-		ms += random() % (ms / 4 + 1);
-		cs.failures++;
-		if (creds_valid(now))
-			log_limited(&cs.limit, LOG_LEVEL_WARN, "renewing the AWS "
-			    "credentials from %s failed (the current ones stay "
-			    "valid for %lld s; retry in %ld ms): %s", desc,
-			    (long long)(cs.expiration - now), ms, cs.why);
-		else
-			log_limited(&cs.limit, LOG_LEVEL_WARN, "no AWS "
-			    "credentials from %s (retry in %ld ms): %s", desc,
-			    ms, cs.why);
-		creds_arm(ms);
-		creds_report();
+		creds_failed(err, desc);
 		return;
 	}
+	cs.fetching = 0;
+	cs.step = 0;
 	creds_wipe(&cs.akid);
 	creds_wipe(&cs.secret);
 	creds_wipe(&cs.token);
 	cs.akid = strdup(got->access_key_id);
 	cs.secret = strdup(got->secret_access_key);
-	cs.token = creds_dup(got->session_token);
+	cs.token = creds_strdup(got->session_token);
 	cs.have = cs.akid != NULL && cs.secret != NULL &&
 	    (cs.token != NULL || got->session_token == NULL);
 	cs.expiration = got->expiration;
@@ -571,6 +323,49 @@ creds_done(const struct creds_got *got, const char *err)
 }
 
 static void
+creds_region_done(const char *region, const char *err)
+{
+	char	why[300], sqs[512], sns[512], ddb[512];
+	int	sts;
+
+	if (region == NULL || (cs.region = strdup(region)) == NULL) {
+		snprintf(why, sizeof why, "no AWS region yet (aws.region, "
+		    "AWS_REGION, AWS_DEFAULT_REGION and the profile set none): "
+		    "%s", err != NULL ? err : "out of memory");
+		creds_failed(why, "instance metadata");
+		return;
+	}
+	/* STS's endpoint and region, when the plan calls STS and left
+	 * them to the region. */
+	sts = cs.plan.kind == CREDS_ASSUME_ROLE ||
+	    cs.plan.kind == CREDS_WEB_IDENTITY || cs.plan.top.role_arn != NULL;
+	if ((sts && cs.plan.region == NULL && (cs.plan.region =
+	    strdup(region)) == NULL) || (sts && cs.plan.sts_endpoint == NULL &&
+	    asprintf(&cs.plan.sts_endpoint, "https://sts.%s.amazonaws.com",
+	    region) == -1)) {
+		cs.plan.sts_endpoint = NULL;
+		free(cs.region);
+		cs.region = NULL;
+		creds_failed("out of memory", "instance metadata");
+		return;
+	}
+	snprintf(sqs, sizeof sqs, "%s", creds_endpoint(
+	    cs.conf->aws.sqs_endpoint, "sqs"));
+	snprintf(sns, sizeof sns, "%s", creds_endpoint(
+	    cs.conf->aws.sns_endpoint, "sns"));
+	snprintf(ddb, sizeof ddb, "%s", creds_endpoint(
+	    cs.conf->aws.dynamodb_endpoint, "dynamodb"));
+	log_info("AWS region %s from instance metadata (%s); endpoints: SQS "
+	    "%s, SNS %s, DynamoDB %s, STS %s", cs.region, cs.plan.region_url,
+	    sqs, sns, ddb, cs.plan.sts_endpoint != NULL ?
+	    cs.plan.sts_endpoint : "(not used)");
+	cs.fetching = 0;
+	cs.failures = 0;
+	cs.why[0] = '\0';
+	creds_fetch();
+}
+
+static void
 creds_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -583,24 +378,34 @@ static void
 creds_fetch(void)
 {
 	struct creds_got	got;
+	enum creds_kind		kind = cs.plan.kind;
 	int			rv = -1;
 
 	if (cs.fetching)
 		return;
 	cs.fetching = 1;
+	cs.step = 0;
 	evtimer_del(cs.timer);
-	if (cs.plan.top_role_arn != NULL) {
-		cs.top_step = 1;
-		if (!creds_fetched()) {
-			memset(&got, 0, sizeof got);
-			got.access_key_id = cs.plan.access_key_id;
-			got.secret_access_key = cs.plan.secret_access_key;
-			got.session_token = cs.plan.session_token;
-			creds_done(&got, NULL);
-			return;
-		}
+	if (cs.region == NULL) {
+		if (creds_imds_region_fetch(cs.hc, cs.plan.region_url,
+		    creds_region_done) == -1)
+			creds_region_done(NULL, "the instance metadata request "
+			    "could not be started");
+		return;
 	}
-	switch (cs.plan.kind) {
+	/* A profile's role chain starts at its source. */
+	if (kind == CREDS_ASSUME_ROLE)
+		kind = cs.plan.src;
+	switch (kind) {
+	case CREDS_CONF:
+	case CREDS_ENV:
+	case CREDS_PROFILE:
+		memset(&got, 0, sizeof got);
+		got.access_key_id = cs.plan.access_key_id;
+		got.secret_access_key = cs.plan.secret_access_key;
+		got.session_token = cs.plan.session_token;
+		creds_done(&got, NULL);
+		return;
 	case CREDS_PROCESS:
 		rv = creds_process_fetch(cs.base, cs.plan.command,
 		    CREDS_PROCESS_TIMEOUT, creds_done);
@@ -611,7 +416,6 @@ creds_fetch(void)
 	case CREDS_IMDS:
 		rv = creds_imds_fetch(cs.hc, &cs.plan, creds_done);
 		break;
-	case CREDS_ASSUME_ROLE:
 	case CREDS_WEB_IDENTITY:
 		rv = creds_sts_fetch(cs.hc, &cs.plan, creds_done);
 		break;
@@ -626,13 +430,13 @@ int
 creds_start(struct event_base *base, const struct conf *conf, int slot,
     void (*notify)(void))
 {
-	struct creds_got	got;
-	char			err[512], desc[200];
+	char	err[512], desc[512];
 
 	if (cs.started)
 		creds_stop();
 	memset(&cs, 0, sizeof cs);
 	cs.base = base;
+	cs.conf = conf;
 	cs.slot = slot;
 	cs.notify = notify;
 	if (creds_plan_make(conf, &cs.plan, err, sizeof err) == -1) {
@@ -644,26 +448,31 @@ creds_start(struct event_base *base, const struct conf *conf, int slot,
 		log_warnx("AWS credentials: no source in the chain");
 		return (-1);
 	}
+	if ((conf->aws.region == NULL && cs.plan.region_url == NULL) ||
+	    (conf->aws.region != NULL && (cs.region = strdup(
+	    conf->aws.region)) == NULL)) {
+		log_warnx("AWS credentials: no region, and none from instance "
+		    "metadata");
+		creds_plan_clear(&cs.plan);
+		return (-1);
+	}
 	if ((cs.timer = evtimer_new(base, creds_timer_cb, NULL)) == NULL ||
-	    (creds_temporary() && (cs.hc = httpc_new(base)) == NULL)) {
+	    ((creds_temporary() || cs.region == NULL) &&
+	    (cs.hc = httpc_new(base)) == NULL)) {
 		log_warnx("AWS credentials: cannot set up the event loop");
 		if (cs.timer != NULL)
 			event_free(cs.timer);
+		free(cs.region);
 		creds_plan_clear(&cs.plan);
 		return (-1);
 	}
 	cs.started = 1;
 	creds_plan_describe(&cs.plan, desc, sizeof desc);
-	if (!creds_temporary()) {
-		memset(&got, 0, sizeof got);
-		got.access_key_id = cs.plan.access_key_id;
-		got.secret_access_key = cs.plan.secret_access_key;
-		got.session_token = cs.plan.session_token;
-		creds_done(&got, NULL);
-		return (0);
-	}
-	snprintf(cs.why, sizeof cs.why, "not fetched yet from %s", desc);
-	metrics_creds_set(cs.slot, cs.why);
+	snprintf(cs.why, sizeof cs.why, cs.region == NULL ? "no AWS region "
+	    "yet: not read from instance metadata yet (%s)" : "not fetched "
+	    "yet from %s", cs.region == NULL ? cs.plan.region_url : desc);
+	if (creds_temporary() || cs.region == NULL)
+		metrics_creds_set(cs.slot, cs.why);
 	creds_fetch();
 	return (0);
 }
@@ -679,6 +488,7 @@ creds_stop(void)
 	creds_wipe(&cs.akid);
 	creds_wipe(&cs.secret);
 	creds_wipe(&cs.token);
+	free(cs.region);
 	creds_plan_clear(&cs.plan);
 	memset(&cs, 0, sizeof cs);
 }
@@ -687,7 +497,7 @@ int
 creds_current(const char **akid, const char **secret, const char **token)
 {
 	int64_t	now = time(NULL);
-	char	desc[256];
+	char	desc[512];
 
 	if (cs.started && creds_valid(now)) {
 		*akid = cs.akid;
@@ -699,6 +509,10 @@ creds_current(const char **akid, const char **secret, const char **token)
 	if (!cs.started)
 		log_limited(&cs.limit, LOG_LEVEL_WARN, "no AWS credentials: "
 		    "the credential chain is not running");
+	else if (cs.region == NULL)
+		log_limited(&cs.limit, LOG_LEVEL_WARN, "no AWS region from "
+		    "instance metadata (%s) yet; calls wait: %s",
+		    cs.plan.region_url, cs.why);
 	else if (cs.have)
 		log_limited(&cs.limit, LOG_LEVEL_WARN, "the AWS credentials "
 		    "from %s expired %lld s ago and are not renewed yet; calls "
@@ -711,6 +525,24 @@ creds_current(const char **akid, const char **secret, const char **token)
 		metrics_creds_set(cs.slot, cs.why[0] != '\0' ? cs.why :
 		    "expired, renewal under way");
 	return (-1);
+}
+
+const char *
+creds_region(void)
+{
+	return (cs.region);
+}
+
+const char *
+creds_endpoint(const char *configured, const char *service)
+{
+	if (configured != NULL)
+		return (configured);
+	if (cs.region == NULL || (size_t)snprintf(cs.endpoint,
+	    sizeof cs.endpoint, "https://%s.%s.amazonaws.com", service,
+	    cs.region) >= sizeof cs.endpoint)
+		return (NULL);
+	return (cs.endpoint);
 }
 
 void

@@ -33,7 +33,34 @@ enum creds_kind {
 	CREDS_IMDS		/* EC2 instance metadata, IMDSv2 */
 };
 
-/* The source the chain chose; strings are malloc'd, NULL when unused. */
+#define CREDS_ROLES_MAX		8	/* roles chained through source_profile */
+#define CREDS_DURATION_MIN	900	/* s, DurationSeconds (STS AssumeRole, */
+#define CREDS_DURATION_MAX	43200	/* AssumeRoleWithWebIdentity) */
+
+/* One STS AssumeRole of a chain: the profile that names it (NULL for
+ * aws.role_arn) and its source profile (NULL: credential_source or the
+ * chain's source); duration in s, 0 = STS's default (one hour). */
+struct creds_role {
+	char		*role_arn;
+	char		*session_name;
+	char		*external_id;
+	char		*profile;
+	char		*source;
+	long		 duration;
+};
+
+/*
+ * The source the chain chose; strings are malloc'd, NULL when unused.
+ *
+ * CREDS_ASSUME_ROLE (a profile's role_arn with source_profile or
+ * credential_source) is a chain: src says what hands out the first
+ * credentials (CREDS_PROFILE or CREDS_ENV: the static keys below;
+ * CREDS_PROCESS, CREDS_CONTAINER, CREDS_IMDS, CREDS_WEB_IDENTITY: fetched
+ * with the fields below), then the roles[] of source profiles that are
+ * roles themselves are assumed, innermost first, then the profile's own
+ * role_arn, each signed with what the step before handed out; then
+ * aws.role_arn (top), for every kind.
+ */
 struct creds_plan {
 	enum creds_kind	 kind;
 	char		*profile;	/* profile name used or looked in */
@@ -51,13 +78,24 @@ struct creds_plan {
 	char		*token_file;	/* web identity: read at each fetch */
 	char		*source_profile; /* AssumeRole: whose static keys
 					   (access_key_id, ...) sign it */
-	char		*sts_endpoint;	/* base URL, no trailing '/' */
-	char		*region;	/* of the signature */
+	long		 duration;	/* STS kinds: DurationSeconds, 0 =
+					   STS's default */
+	enum creds_kind	 src;		/* CREDS_ASSUME_ROLE: its source */
+	char		*src_role_arn;	/* src CREDS_WEB_IDENTITY: its role */
+	char		*src_session_name;
+	long		 src_duration;
+	char		*credential_source; /* the profile's, as written */
+	struct creds_role roles[CREDS_ROLES_MAX];
+	int		 n_roles;
+	char		*sts_endpoint;	/* base URL, no trailing '/'; NULL
+					   until the region is known */
+	char		*region;	/* of the signature; likewise */
 	/* aws.role_arn: AssumeRole signed with what the source above
-	 * hands out (cross-account); NULL = none */
-	char		*top_role_arn;
-	char		*top_external_id;
-	char		*top_session_name;
+	 * hands out (cross-account); top.role_arn NULL = none */
+	struct creds_role top;
+	/* the region comes from instance metadata (aws.region_imds):
+	 * its endpoint, fetched before the credentials */
+	char		*region_url;
 };
 
 /* Credentials as a provider hands them over; expiration in s since the
@@ -72,7 +110,7 @@ struct creds_got {
 /* A provider's answer: got, or NULL with err saying why (no secret). */
 typedef void	 creds_done_cb(const struct creds_got *got, const char *err);
 
-/* ---- creds.c: the chain, the current credentials, their refresh ------ */
+/* ---- creds_plan.c: the chain's choice ------------------------------- */
 
 /*
  * Walk the chain for conf and the environment without fetching anything
@@ -86,11 +124,36 @@ typedef void	 creds_done_cb(const struct creds_got *got, const char *err);
 int		 creds_plan_make(const struct conf *, struct creds_plan *,
 		    char *err, size_t errlen);
 void		 creds_plan_clear(struct creds_plan *);
+/* Helpers of the planning code (creds_plan.c, creds_profile.c): an env
+ * value or NULL when empty; strdup of a non-empty string or NULL; wipe
+ * and free *p; free what a role holds. */
+const char	*creds_env(const char *);
+char		*creds_strdup(const char *);
+void		 creds_wipe(char **);
+void		 creds_role_clear(struct creds_role *);
+/* Static keys (kind) from id/secret/token, either maybe NULL: 0 with
+ * kind unchanged when both are NULL; -1 when only one is set, naming
+ * where. */
+int		 creds_plan_keys(struct creds_plan *, enum creds_kind,
+		    const char *id, const char *secret, const char *token,
+		    const char *where, char *err, size_t errlen);
+/* The container (p->url, token or token file) and instance metadata
+ * (p->url) sources into p, kind set; 0 with kind unchanged when absent
+ * (AWS_EC2_METADATA_DISABLED for IMDS), -1 when present but unusable. */
+int		 creds_plan_container(struct creds_plan *, char *err,
+		    size_t errlen);
+int		 creds_plan_imds(struct creds_plan *, char *err, size_t errlen);
+/* The IMDS base URL (AWS_EC2_METADATA_SERVICE_ENDPOINT, _MODE, else
+ * 169.254.169.254), malloc'd; NULL with err "" when instance metadata is
+ * off, NULL with err set when the endpoint is unusable. */
+char		*creds_imds_base(char *err, size_t errlen);
 /* "instance metadata (IMDSv2, http://169.254.169.254)", "profile prod
  * (~/.aws/credentials)", ... into buf: what outboxd -t prints.  No
  * secret. */
 void		 creds_plan_describe(const struct creds_plan *, char *buf,
 		    size_t len);
+
+/* ---- creds.c: the current credentials, their refresh ---------------- */
 
 /*
  * Start this process's chain on base (once per process, after fork):
@@ -121,6 +184,16 @@ const char	*creds_state(char *buf, size_t len);
 /* Parse an ISO 8601 UTC instant ("2024-05-01T12:00:00Z", fractions and
  * "+00:00" allowed) to s since the epoch; -1 if it is none. */
 int64_t		 creds_time_parse(const char *);
+/* The region this process signs with: conf's, or the one instance
+ * metadata gave at start (aws.region_imds); NULL while it is not known
+ * (creds_current() then refuses, saying why). */
+const char	*creds_region(void);
+/* The base URL (no trailing '/') of service ("sqs", "sns", "dynamodb",
+ * "sts") in this process: configured (explicit, conf) or, when the
+ * configuration left it to the region, https://SERVICE.REGION.amazonaws.com
+ * with creds_region() (static storage, until the next call); NULL while
+ * the region is not known. */
+const char	*creds_endpoint(const char *configured, const char *service);
 /* The credentials in a JSON answer: the container and instance metadata
  * form (AccessKeyId, SecretAccessKey, Token, Expiration) or the
  * credential_process form (Version 1, SessionToken).  Calls done with
@@ -158,19 +231,29 @@ int		 creds_container_fetch(struct httpc *, const struct creds_plan *,
  * from instance metadata"). */
 int		 creds_imds_fetch(struct httpc *, const struct creds_plan *,
 		    creds_done_cb *done);
+/* The region (or NULL and why, no secret) of instance metadata. */
+typedef void	 creds_region_cb(const char *region, const char *err);
+/* IMDSv2: PUT /latest/api/token, GET /latest/meta-data/placement/region
+ * at base (EC2 User Guide, "Instance metadata categories").  done runs
+ * once from the loop; -1 (done never runs) if it could not start. */
+int		 creds_imds_region_fetch(struct httpc *, const char *base,
+		    creds_region_cb *done);
 /* 0 if url may serve container credentials (https anywhere; http only
  * on loopback, 169.254.170.2, 169.254.170.23 or fd00:ec2::23), else -1. */
 int		 creds_container_url_ok(const char *url);
 
 /* ---- creds_sts.c: AWS STS AssumeRole, AssumeRoleWithWebIdentity ---- */
 
-/* AssumeRole for plan's aws.role_arn (top_role_arn, ...), signed with
- * src, the credentials the chain's source handed out; done as for
- * creds_sts_fetch. */
-int		 creds_sts_top_fetch(struct httpc *, const struct creds_plan *,
-		    const struct creds_got *src, creds_done_cb *done);
+/* AssumeRole of role (a chain's step, aws.role_arn) at plan's STS
+ * endpoint and region, signed with src, the credentials the step before
+ * handed out; done as for creds_sts_fetch. */
+int		 creds_sts_role_fetch(struct httpc *, const struct creds_plan *,
+		    const struct creds_role *role, const struct creds_got *src,
+		    creds_done_cb *done);
 /* One STS call for plan (CREDS_ASSUME_ROLE: signed with the plan's
- * source keys; CREDS_WEB_IDENTITY: the token file read now, unsigned)
+ * static keys; CREDS_WEB_IDENTITY, or a CREDS_ASSUME_ROLE whose src is
+ * CREDS_WEB_IDENTITY: AssumeRoleWithWebIdentity, the token file read
+ * now, unsigned)
  * through hc; done runs once with the credentials or an error that
  * names STS's error code.  Returns -1 (done never runs) if it could not
  * be started. */

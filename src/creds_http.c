@@ -14,7 +14,8 @@
  * credentials from instance metadata"): PUT /latest/api/token with
  * X-aws-ec2-metadata-token-ttl-seconds, then with X-aws-ec2-metadata-
  * token GET /latest/meta-data/iam/security-credentials/ (the role's
- * name) and .../ROLE (the credentials, with Code "Success").  A session
+ * name) and .../ROLE (the credentials, with Code "Success"), or, for
+ * the region, /latest/meta-data/placement/region.  A session
  * token is asked for at every renewal: renewals are minutes apart, and
  * no IMDSv1 fallback exists to hide a token problem.
  */
@@ -38,11 +39,13 @@
 #define CREDS_IMDS_TTL		21600	/* s, the session token's */
 #define CREDS_TOKEN_MAX		16384	/* bytes of a token file */
 
-enum creds_step { STEP_CONTAINER, STEP_TOKEN, STEP_ROLE, STEP_IMDS_CREDS };
+enum creds_step { STEP_CONTAINER, STEP_TOKEN, STEP_ROLE, STEP_IMDS_CREDS,
+	STEP_REGION };
 
 struct creds_http {
 	struct httpc	*hc;
 	creds_done_cb	*done;
+	creds_region_cb	*region_done;	/* the region, not credentials */
 	enum creds_step	 step;
 	char		*base;		/* IMDS endpoint */
 	char		*token;		/* IMDS session token */
@@ -99,6 +102,10 @@ creds_imds_next(struct creds_http *ch)
 		snprintf(url, sizeof url,
 		    "%s/latest/meta-data/iam/security-credentials/", ch->base);
 		break;
+	case STEP_REGION:
+		snprintf(url, sizeof url, "%s/latest/meta-data/placement/region",
+		    ch->base);
+		break;
 	default:
 		snprintf(url, sizeof url,
 		    "%s/latest/meta-data/iam/security-credentials/%s",
@@ -121,6 +128,8 @@ creds_step_name(enum creds_step s)
 		    "token)");
 	case STEP_ROLE:
 		return ("instance metadata role listing");
+	case STEP_REGION:
+		return ("instance metadata region (placement/region)");
 	default:
 		return ("instance metadata credentials");
 	}
@@ -131,9 +140,10 @@ creds_http_reply(const struct httpc_response *resp, void *arg)
 {
 	struct creds_http	*ch = arg;
 	creds_done_cb		*done = ch->done;
+	creds_region_cb		*region_done = ch->region_done;
 	const char		*what = creds_step_name(ch->step);
-	char			 err[300];
-	size_t			 n;
+	char			 err[300], region[64];
+	size_t			 n, i;
 
 	if (resp->curl_code != 0) {
 		snprintf(err, sizeof err, "%s: %s", what, resp->curl_error);
@@ -158,8 +168,25 @@ creds_http_reply(const struct httpc_response *resp, void *arg)
 			snprintf(err, sizeof err, "%s: empty answer", what);
 			goto fail;
 		}
-		ch->step = STEP_ROLE;
+		ch->step = region_done != NULL ? STEP_REGION : STEP_ROLE;
 		break;
+	case STEP_REGION:
+		/* A region code: "us-east-1", "ap-southeast-2". */
+		n = strcspn(resp->body, "\r\n");
+		for (i = 0; i < n && (islower((unsigned char)resp->body[i]) ||
+		    isdigit((unsigned char)resp->body[i]) ||
+		    resp->body[i] == '-'); i++)
+			;
+		if (n == 0 || i != n || n >= sizeof region) {
+			snprintf(err, sizeof err, "%s: the answer is no region "
+			    "name", what);
+			goto fail;
+		}
+		memcpy(region, resp->body, n);
+		region[n] = '\0';
+		creds_http_free(ch);
+		region_done(region, NULL);
+		return;
 	case STEP_ROLE:
 		/* One role per instance profile: the first line. */
 		n = strcspn(resp->body, "\r\n");
@@ -177,13 +204,15 @@ creds_http_reply(const struct httpc_response *resp, void *arg)
 	if (creds_imds_next(ch) == -1) {
 		snprintf(err, sizeof err, "%s: the request could not be "
 		    "started", creds_step_name(ch->step));
-		creds_http_free(ch);
-		done(NULL, err);
+		goto fail;
 	}
 	return;
 fail:
 	creds_http_free(ch);
-	done(NULL, err);
+	if (region_done != NULL)
+		region_done(NULL, err);
+	else
+		done(NULL, err);
 }
 
 /* The token file's text, trailing white space cut; NULL with err. */
@@ -259,9 +288,11 @@ creds_container_fetch(struct httpc *hc, const struct creds_plan *p,
 	return (0);
 }
 
-int
-creds_imds_fetch(struct httpc *hc, const struct creds_plan *p,
-    creds_done_cb *done)
+/* An IMDSv2 exchange at base: the session token, then the credentials
+ * (done) or the region (region_done). */
+static int
+creds_imds_start(struct httpc *hc, const char *base, creds_done_cb *done,
+    creds_region_cb *region_done)
 {
 	struct creds_http	*ch;
 
@@ -269,13 +300,27 @@ creds_imds_fetch(struct httpc *hc, const struct creds_plan *p,
 		return (-1);
 	ch->hc = hc;
 	ch->done = done;
+	ch->region_done = region_done;
 	ch->step = STEP_TOKEN;
-	if ((ch->base = strdup(p->url)) == NULL ||
-	    creds_imds_next(ch) == -1) {
+	if ((ch->base = strdup(base)) == NULL || creds_imds_next(ch) == -1) {
 		creds_http_free(ch);
 		return (-1);
 	}
 	return (0);
+}
+
+int
+creds_imds_fetch(struct httpc *hc, const struct creds_plan *p,
+    creds_done_cb *done)
+{
+	return (creds_imds_start(hc, p->url, done, NULL));
+}
+
+int
+creds_imds_region_fetch(struct httpc *hc, const char *base,
+    creds_region_cb *done)
+{
+	return (creds_imds_start(hc, base, NULL, done));
 }
 
 int

@@ -27,12 +27,12 @@
 #include "creds.h"
 
 enum { K_AKID, K_SECRET, K_TOKEN, K_PROCESS, K_ROLE, K_SOURCE, K_WEBID,
-	K_REGION, K_SESSION, K_EXTID, NKEYS };
+	K_REGION, K_SESSION, K_EXTID, K_CREDSRC, K_DURATION, NKEYS };
 static const char *const creds_keys[NKEYS] = {
 	"aws_access_key_id", "aws_secret_access_key", "aws_session_token",
 	"credential_process", "role_arn", "source_profile",
 	"web_identity_token_file", "region", "role_session_name",
-	"external_id"
+	"external_id", "credential_source", "duration_seconds"
 };
 
 /* The file env names, else name under the service user's home. */
@@ -173,63 +173,244 @@ creds_vals_free(char *vals[NKEYS])
 	}
 }
 
-/*
- * A profile's role_arn: with web_identity_token_file, STS
- * AssumeRoleWithWebIdentity; with source_profile, STS AssumeRole signed
- * with that profile's static keys (it may be the profile itself).  A
- * source that is itself a role, a process or credential_source is
- * refused by name rather than half done.
- */
-static int
-creds_profile_role(struct creds_plan *p, char *vals[NKEYS], char *err,
-    size_t errlen, const char *user)
+/* The profile's static keys (vals) into p, taken from vals. */
+static void
+creds_take_keys(struct creds_plan *p, char *vals[NKEYS])
 {
-	char	*src[NKEYS] = { NULL }, *cpath = NULL, *fpath = NULL;
-	int	 in_c = 0, found, rv = -1;
+	p->access_key_id = vals[K_AKID];
+	p->secret_access_key = vals[K_SECRET];
+	p->session_token = vals[K_TOKEN];
+	vals[K_AKID] = vals[K_SECRET] = vals[K_TOKEN] = NULL;
+}
 
-	p->role_arn = vals[K_ROLE];
-	p->session_name = vals[K_SESSION];
-	vals[K_ROLE] = vals[K_SESSION] = NULL;
-	if (p->session_name == NULL &&
-	    (p->session_name = creds_sts_session_name()) == NULL)
-		goto nomem;
-	if (vals[K_WEBID] != NULL && vals[K_SOURCE] == NULL) {
-		p->kind = CREDS_WEB_IDENTITY;
-		p->token_file = vals[K_WEBID];
-		vals[K_WEBID] = NULL;
+/* A profile's duration_seconds into *d (0 when unset): STS takes 900 to
+ * 43200 s (AssumeRole, AssumeRoleWithWebIdentity: DurationSeconds). */
+static int
+creds_profile_duration(const char *profile, const char *v, long *d,
+    char *err, size_t errlen)
+{
+	char	*end;
+
+	*d = 0;
+	if (v == NULL)
 		return (0);
-	}
-	p->kind = CREDS_ASSUME_ROLE;
-	if (vals[K_SOURCE] == NULL) {
-		snprintf(err, errlen, "AWS profile %s sets role_arn without "
-		    "source_profile or web_identity_token_file (credential_"
-		    "source is not supported)", p->profile);
+	*d = strtol(v, &end, 10);
+	if (*end != '\0' || end == v || *d < CREDS_DURATION_MIN ||
+	    *d > CREDS_DURATION_MAX) {
+		snprintf(err, errlen, "duration_seconds of AWS profile %s is "
+		    "not a number of seconds from %d to %d (STS)", profile,
+		    CREDS_DURATION_MIN, CREDS_DURATION_MAX);
 		return (-1);
 	}
-	p->source_profile = vals[K_SOURCE];
-	p->external_id = vals[K_EXTID];
-	vals[K_SOURCE] = vals[K_EXTID] = NULL;
-	found = creds_profile_read(p->source_profile, user, src, &cpath,
-	    &fpath, &in_c, err, errlen);
-	if (found == 0)
-		snprintf(err, errlen, "source_profile %s of AWS profile %s is "
-		    "in neither %s nor %s", p->source_profile, p->profile,
-		    cpath != NULL ? cpath : "?", fpath != NULL ? fpath : "?");
-	else if (found == 1 && (src[K_AKID] == NULL || src[K_SECRET] == NULL ||
-	    (strcmp(p->source_profile, p->profile) != 0 && src[K_ROLE])))
-		snprintf(err, errlen, "source_profile %s of AWS profile %s "
-		    "holds no aws_access_key_id and aws_secret_access_key "
-		    "(only static keys can be a source here)",
-		    p->source_profile, p->profile);
-	else if (found == 1) {
-		p->access_key_id = src[K_AKID];
-		p->secret_access_key = src[K_SECRET];
-		p->session_token = src[K_TOKEN];
-		src[K_AKID] = src[K_SECRET] = src[K_TOKEN] = NULL;
-		if ((p->path = strdup(in_c ? cpath : fpath)) == NULL)
-			goto nomem;
-		rv = 0;
+	return (0);
+}
+
+/* A role profile's credential_source (AWS SDKs and Tools Reference
+ * Guide, "Assume role credential provider": Environment,
+ * Ec2InstanceMetadata, EcsContainer) as the chain's src. */
+static int
+creds_profile_credsrc(struct creds_plan *p, const char *profile,
+    const char *v, char *err, size_t errlen)
+{
+	const char	*miss = NULL;
+	int		 rv = 0;
+
+	p->kind = CREDS_NONE;
+	if (strcmp(v, "Environment") == 0) {
+		rv = creds_plan_keys(p, CREDS_ENV, creds_env(
+		    "AWS_ACCESS_KEY_ID"), creds_env("AWS_SECRET_ACCESS_KEY"),
+		    creds_env("AWS_SESSION_TOKEN"), "the environment", err,
+		    errlen);
+		miss = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not set";
+	} else if (strcmp(v, "Ec2InstanceMetadata") == 0) {
+		rv = creds_plan_imds(p, err, errlen);
+		miss = "instance metadata is off (AWS_EC2_METADATA_DISABLED)";
+	} else if (strcmp(v, "EcsContainer") == 0) {
+		rv = creds_plan_container(p, err, errlen);
+		miss = "neither AWS_CONTAINER_CREDENTIALS_RELATIVE_URI nor "
+		    "_FULL_URI is set";
+	} else {
+		snprintf(err, errlen, "credential_source of AWS profile %s is "
+		    "\"%.40s\", not Environment, Ec2InstanceMetadata or "
+		    "EcsContainer", profile, v);
+		return (-1);
 	}
+	if (rv == 0 && p->kind == CREDS_NONE) {
+		snprintf(err, errlen, "AWS profile %s sets credential_source "
+		    "%s, but %s", profile, v, miss);
+		rv = -1;
+	}
+	p->src = p->kind;
+	p->kind = CREDS_ASSUME_ROLE;
+	if (rv == 0 && (p->credential_source = strdup(v)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		rv = -1;
+	}
+	return (rv);
+}
+
+/* vals' role (role_arn, role_session_name, external_id, duration_seconds)
+ * into r, taken from vals. */
+static int
+creds_profile_take_role(struct creds_role *r, const char *profile,
+    char *vals[NKEYS], char *err, size_t errlen)
+{
+	r->role_arn = vals[K_ROLE];
+	r->session_name = vals[K_SESSION];
+	r->external_id = vals[K_EXTID];
+	vals[K_ROLE] = vals[K_SESSION] = vals[K_EXTID] = NULL;
+	if (creds_profile_duration(profile, vals[K_DURATION], &r->duration,
+	    err, errlen) == -1)
+		return (-1);
+	if ((r->profile = strdup(profile)) == NULL || (r->session_name ==
+	    NULL && (r->session_name = creds_sts_session_name()) == NULL)) {
+		snprintf(err, errlen, "out of memory");
+		return (-1);
+	}
+	return (0);
+}
+
+/*
+ * Where the source of role profile cur (vals) leads, walking
+ * source_profile as the SDKs do (botocore's AssumeRoleProvider): a
+ * credential_source ends the walk; a source profile with static keys
+ * ends it (also the profile itself, "source_profile" naming itself); one
+ * with role_arn is a role of the chain (roles[], innermost first) whose
+ * own source is walked next, unless it has web_identity_token_file; one
+ * with credential_process ends it.  A profile met twice is a cycle,
+ * refused naming the profiles.
+ */
+static int
+creds_profile_walk(struct creds_plan *p, char *vals[NKEYS], const char *user,
+    char *err, size_t errlen)
+{
+	char		*src[NKEYS] = { NULL }, *cpath = NULL, *fpath = NULL;
+	char		 seen[CREDS_ROLES_MAX + 2][128], trail[1400];
+	struct creds_role tmp;
+	const char	*cur = p->profile;
+	int		 n_seen = 1, in_c = 0, found, rv = -1, i, self;
+
+	snprintf(seen[0], sizeof seen[0], "%s", p->profile);
+	for (;;) {
+		if (vals[K_CREDSRC] != NULL && vals[K_SOURCE] != NULL) {
+			snprintf(err, errlen, "AWS profile %s sets both "
+			    "source_profile and credential_source", cur);
+			goto out;
+		}
+		if (vals[K_CREDSRC] != NULL) {
+			rv = creds_profile_credsrc(p, cur, vals[K_CREDSRC], err,
+			    errlen);
+			goto out;
+		}
+		if (vals[K_SOURCE] == NULL) {
+			snprintf(err, errlen, "AWS profile %s sets role_arn "
+			    "without source_profile, credential_source or "
+			    "web_identity_token_file", cur);
+			goto out;
+		}
+		self = strcmp(vals[K_SOURCE], cur) == 0;
+		for (i = 0; i < n_seen && !self; i++)
+			if (strcmp(seen[i], vals[K_SOURCE]) == 0) {
+				trail[0] = '\0';
+				for (i = 0; i < n_seen; i++)
+					snprintf(trail + strlen(trail),
+					    sizeof trail - strlen(trail),
+					    "%s -> ", seen[i]);
+				snprintf(err, errlen, "the source_profile keys of "
+				    "the AWS profiles make a cycle: %s%s",
+				    trail, vals[K_SOURCE]);
+				goto out;
+			}
+		if (n_seen > CREDS_ROLES_MAX) {
+			snprintf(err, errlen, "AWS profile %s: more than %d "
+			    "roles chained through source_profile",
+			    p->profile, CREDS_ROLES_MAX);
+			goto out;
+		}
+		snprintf(seen[n_seen++], sizeof seen[0], "%s", vals[K_SOURCE]);
+		creds_vals_free(src);
+		free(cpath);
+		free(fpath);
+		cpath = fpath = NULL;
+		found = creds_profile_read(vals[K_SOURCE], user, src, &cpath,
+		    &fpath, &in_c, err, errlen);
+		if (found == 0)
+			snprintf(err, errlen, "source_profile %s of AWS profile "
+			    "%s is in neither %s nor %s", vals[K_SOURCE], cur,
+			    cpath != NULL ? cpath : "?", fpath != NULL ? fpath :
+			    "?");
+		if (found != 1)
+			goto out;
+		/* The source's static keys win over its role_arn (the
+		 * SDKs); a profile naming itself must have them. */
+		if ((src[K_AKID] != NULL && src[K_SECRET] != NULL) ||
+		    (self && src[K_AKID] == NULL)) {
+			if (src[K_AKID] == NULL || src[K_SECRET] == NULL) {
+				snprintf(err, errlen, "source_profile %s of AWS "
+				    "profile %s holds no aws_access_key_id and "
+				    "aws_secret_access_key", vals[K_SOURCE],
+				    cur);
+				goto out;
+			}
+			p->src = CREDS_PROFILE;
+			creds_take_keys(p, src);
+			break;
+		}
+		if (src[K_ROLE] != NULL && src[K_WEBID] != NULL &&
+		    src[K_SOURCE] == NULL && src[K_CREDSRC] == NULL) {
+			p->src = CREDS_WEB_IDENTITY;
+			p->src_role_arn = src[K_ROLE];
+			p->src_session_name = src[K_SESSION];
+			p->token_file = src[K_WEBID];
+			src[K_ROLE] = src[K_SESSION] = src[K_WEBID] = NULL;
+			if (creds_profile_duration(vals[K_SOURCE],
+			    src[K_DURATION], &p->src_duration, err, errlen) ==
+			    -1)
+				goto out;
+			if (p->src_session_name == NULL &&
+			    (p->src_session_name = creds_sts_session_name()) ==
+			    NULL)
+				goto nomem;
+			break;
+		}
+		if (src[K_ROLE] != NULL) {
+			/* Found outermost first; roles[] is innermost
+			 * first, so each new one goes in front. */
+			memset(&tmp, 0, sizeof tmp);
+			if (creds_profile_take_role(&tmp, vals[K_SOURCE], src,
+			    err, errlen) == -1) {
+				creds_role_clear(&tmp);
+				goto out;
+			}
+			memmove(&p->roles[1], &p->roles[0], p->n_roles *
+			    sizeof p->roles[0]);
+			p->roles[0] = tmp;
+			p->n_roles++;
+			if ((p->roles[0].source = creds_strdup(
+			    src[K_SOURCE])) == NULL && src[K_SOURCE] != NULL)
+				goto nomem;
+			for (i = 0; i < NKEYS; i++) {
+				free(vals[i]);
+				vals[i] = src[i];
+				src[i] = NULL;
+			}
+			cur = p->roles[0].profile;
+			continue;
+		}
+		if (src[K_PROCESS] != NULL) {
+			p->src = CREDS_PROCESS;
+			p->command = src[K_PROCESS];
+			src[K_PROCESS] = NULL;
+			break;
+		}
+		snprintf(err, errlen, "source_profile %s of AWS profile %s "
+		    "holds no aws_access_key_id and aws_secret_access_key, "
+		    "role_arn or credential_process", vals[K_SOURCE], cur);
+		goto out;
+	}
+	if ((p->path = strdup(in_c ? cpath : fpath)) == NULL)
+		goto nomem;
+	rv = 0;
 	goto out;
 nomem:
 	snprintf(err, errlen, "out of memory");
@@ -237,6 +418,47 @@ out:
 	creds_vals_free(src);
 	free(cpath);
 	free(fpath);
+	return (rv);
+}
+
+/*
+ * A profile's role_arn: with web_identity_token_file (and no other
+ * source), STS AssumeRoleWithWebIdentity; with source_profile or
+ * credential_source, STS AssumeRole signed with what that source hands
+ * out, a chain when the source is a role itself (creds_profile_walk).
+ */
+static int
+creds_profile_role(struct creds_plan *p, char *vals[NKEYS], char *err,
+    size_t errlen, const char *user)
+{
+	struct creds_role	r;
+	int			rv;
+
+	memset(&r, 0, sizeof r);
+	if (creds_profile_take_role(&r, p->profile, vals, err, errlen) == -1) {
+		creds_role_clear(&r);
+		return (-1);
+	}
+	p->role_arn = r.role_arn;
+	p->session_name = r.session_name;
+	p->external_id = r.external_id;
+	p->duration = r.duration;
+	r.role_arn = r.session_name = r.external_id = NULL;
+	creds_role_clear(&r);
+	if (vals[K_WEBID] != NULL && vals[K_SOURCE] == NULL &&
+	    vals[K_CREDSRC] == NULL) {
+		p->kind = CREDS_WEB_IDENTITY;
+		p->token_file = vals[K_WEBID];
+		vals[K_WEBID] = NULL;
+		return (0);
+	}
+	p->kind = CREDS_ASSUME_ROLE;
+	if (vals[K_SOURCE] != NULL &&
+	    (p->source_profile = strdup(vals[K_SOURCE])) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return (-1);
+	}
+	rv = creds_profile_walk(p, vals, user, err, errlen);
 	return (rv);
 }
 
@@ -277,10 +499,7 @@ creds_profile_plan(const struct conf *c, struct creds_plan *p, char *err,
 			goto out;
 		}
 		p->kind = CREDS_PROFILE;
-		p->access_key_id = vals[K_AKID];
-		p->secret_access_key = vals[K_SECRET];
-		p->session_token = vals[K_TOKEN];
-		vals[K_AKID] = vals[K_SECRET] = vals[K_TOKEN] = NULL;
+		creds_take_keys(p, vals);
 		/* The file it came from: the credentials file wins. */
 		p->path = strdup(in_c ? cpath : fpath);
 	} else if (vals[K_PROCESS] != NULL) {

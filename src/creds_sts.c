@@ -9,8 +9,12 @@
  * Kubernetes rotates the projected token, and the call is unsigned: the
  * token is the proof.
  *
- * AssumeRole (a profile's role_arn with source_profile): signed with
- * SigV4 by the source profile's static keys, in the region.
+ * AssumeRole (a profile's role_arn with source_profile or
+ * credential_source, each role of a source_profile chain, aws.role_arn):
+ * signed with SigV4 by the credentials the step before handed out (the
+ * source profile's static keys, the environment's, instance metadata's,
+ * the container's, a role's), in the region.  DurationSeconds is sent
+ * when duration_seconds (aws.duration_seconds) is set.
  *
  * The form bodies and the XML replies are sts.c's.  The request body
  * holds the web identity token: it is wiped once httpc has copied it.
@@ -134,8 +138,12 @@ creds_sts_reply(const struct httpc_response *resp, void *arg)
 	free(st);
 }
 
-int
-creds_sts_fetch(struct httpc *hc, const struct creds_plan *p,
+/* One STS call: AssumeRoleWithWebIdentity when token_file is set (the
+ * file read now, unsigned), else AssumeRole signed with the keys. */
+static int
+creds_sts_call(struct httpc *hc, const struct creds_plan *p,
+    const char *role_arn, const char *session_name, const char *external_id,
+    long duration, const char *token_file, const struct creds_got *keys,
     creds_done_cb *done)
 {
 	struct httpc_request	 r;
@@ -148,16 +156,20 @@ creds_sts_fetch(struct httpc *hc, const struct creds_plan *p,
 	if ((st = calloc(1, sizeof *st)) == NULL)
 		return (-1);
 	st->done = done;
-	st->action = p->kind == CREDS_WEB_IDENTITY ?
-	    STS_ASSUME_ROLE_WEB_IDENTITY : STS_ASSUME_ROLE;
-	if (st->action == STS_ASSUME_ROLE_WEB_IDENTITY &&
-	    (token = creds_sts_token(p->token_file, err, sizeof err)) == NULL) {
+	st->action = token_file != NULL ? STS_ASSUME_ROLE_WEB_IDENTITY :
+	    STS_ASSUME_ROLE;
+	if (p->sts_endpoint == NULL || p->region == NULL) {
+		free(st);
+		return (-1);	/* planned: the region is fetched first */
+	}
+	if (token_file != NULL &&
+	    (token = creds_sts_token(token_file, err, sizeof err)) == NULL) {
 		free(st);
 		done(NULL, err);	/* retried with backoff, as a fetch */
 		return (0);
 	}
-	body = sts_body(st->action, p->role_arn, p->session_name,
-	    token != NULL ? token : p->external_id, 0);
+	body = sts_body(st->action, role_arn, session_name,
+	    token != NULL ? token : external_id, duration);
 	if (token != NULL) {
 		explicit_bzero(token, strlen(token));
 		free(token);
@@ -167,8 +179,8 @@ creds_sts_fetch(struct httpc *hc, const struct creds_plan *p,
 	    sizeof sigv4, "aws:amz:%s:sts", p->region) >= sizeof sigv4 ||
 	    httpc_header(&h, "Content-Type: application/x-www-form-urlencoded;"
 	    " charset=utf-8") == -1 || (st->action == STS_ASSUME_ROLE &&
-	    p->session_token != NULL && httpc_header(&h,
-	    "X-Amz-Security-Token: %s", p->session_token) == -1)) {
+	    keys->session_token != NULL && httpc_header(&h,
+	    "X-Amz-Security-Token: %s", keys->session_token) == -1)) {
 		if (body != NULL) {
 			explicit_bzero(body, strlen(body));
 			free(body);
@@ -184,8 +196,8 @@ creds_sts_fetch(struct httpc *hc, const struct creds_plan *p,
 	r.body_len = strlen(body);
 	if (st->action == STS_ASSUME_ROLE) {
 		r.aws_sigv4 = sigv4;
-		r.username = p->access_key_id;
-		r.password = p->secret_access_key;
+		r.username = keys->access_key_id;
+		r.password = keys->secret_access_key;
 	}
 	r.timeout = CREDS_STS_TIMEOUT;
 	r.arg_free = creds_sts_free;
@@ -198,22 +210,32 @@ creds_sts_fetch(struct httpc *hc, const struct creds_plan *p,
 }
 
 int
-creds_sts_top_fetch(struct httpc *hc, const struct creds_plan *plan,
-    const struct creds_got *src, creds_done_cb *done)
+creds_sts_fetch(struct httpc *hc, const struct creds_plan *p,
+    creds_done_cb *done)
 {
-	struct creds_plan	p;
+	struct creds_got	keys;
 
-	/* A view of plan as an AssumeRole source: nothing is copied, and
-	 * creds_sts_fetch() keeps none of it (libcurl copies the keys). */
-	memset(&p, 0, sizeof p);
-	p.kind = CREDS_ASSUME_ROLE;
-	p.role_arn = plan->top_role_arn;
-	p.external_id = plan->top_external_id;
-	p.session_name = plan->top_session_name;
-	p.sts_endpoint = plan->sts_endpoint;
-	p.region = plan->region;
-	p.access_key_id = (char *)src->access_key_id;
-	p.secret_access_key = (char *)src->secret_access_key;
-	p.session_token = (char *)src->session_token;
-	return (creds_sts_fetch(hc, &p, done));
+	memset(&keys, 0, sizeof keys);
+	if (p->kind == CREDS_WEB_IDENTITY)
+		return (creds_sts_call(hc, p, p->role_arn, p->session_name,
+		    NULL, p->duration, p->token_file, &keys, done));
+	if (p->src == CREDS_WEB_IDENTITY)
+		return (creds_sts_call(hc, p, p->src_role_arn,
+		    p->src_session_name, NULL, p->src_duration, p->token_file,
+		    &keys, done));
+	keys.access_key_id = p->access_key_id;
+	keys.secret_access_key = p->secret_access_key;
+	keys.session_token = p->session_token;
+	return (creds_sts_call(hc, p, p->role_arn, p->session_name,
+	    p->external_id, p->duration, NULL, &keys, done));
+}
+
+int
+creds_sts_role_fetch(struct httpc *hc, const struct creds_plan *plan,
+    const struct creds_role *role, const struct creds_got *src,
+    creds_done_cb *done)
+{
+	/* libcurl copies the keys: creds_sts_call() keeps none of src. */
+	return (creds_sts_call(hc, plan, role->role_arn, role->session_name,
+	    role->external_id, role->duration, NULL, src, done));
 }

@@ -185,8 +185,10 @@ main(int argc, char **argv)
 		printf("outboxd: %s: configuration OK\n", path);
 		/* The chain's choice, not its secrets: nothing is fetched. */
 		if (conf->aws.source[0] != '\0')
-			printf("credentials: %s\nregion: %s\n",
-			    conf->aws.source, conf->aws.region);
+			printf("credentials: %s\nregion: %s%s%s\n",
+			    conf->aws.source, conf->aws.region != NULL ?
+			    conf->aws.region : "", conf->aws.region != NULL ?
+			    " " : "", conf->aws.region_from);
 		if (conf->pubsub.source[0] != '\0')
 			printf("Google credentials: %s\n", conf->pubsub.source);
 		conf_free(conf);

@@ -207,10 +207,10 @@ ctl_fulfillment(struct conf *conf, int argc, char **argv)
 	int		 rv;
 
 	(void)argc;
-	if (conf->aws.region == NULL) {
+	if (conf->aws.region == NULL && conf->aws.region_imds == NULL) {
 		fprintf(stderr, "outboxctl: %s: the AWS region is not set "
-		    "(aws.region, AWS_REGION, AWS_DEFAULT_REGION or the "
-		    "profile's region)\n", conf->path);
+		    "(aws.region, AWS_REGION, AWS_DEFAULT_REGION, the "
+		    "profile's region or instance metadata)\n", conf->path);
 		return (OUTBOXD_EX_CONFIG);
 	}
 	if (conf->dynamodb_table == NULL) {

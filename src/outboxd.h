@@ -180,7 +180,16 @@ struct conf {
 	 * credential chain (creds.c), which the workers run.  Secrets are
 	 * never logged. */
 	struct {
-		char	*region;		/* ... else the profile's */
+		char	*region;		/* ... else the profile's; NULL
+						   when it comes from instance
+						   metadata (region_imds) */
+		char	*region_imds;		/* IMDS base URL the workers
+						   read the region from at
+						   start; NULL = none */
+		char	 region_from[160];	/* where region comes from, as
+						   outboxd -t says it */
+		long	 duration_seconds;	/* aws.duration_seconds, of
+						   aws.role_arn; 0 = STS's */
 		char	*sqs_endpoint;		/* base URL, no trailing '/' */
 		char	*dynamodb_endpoint;	/* base URL, no trailing '/' */
 		char	*sns_endpoint;		/* base URL, no trailing '/' */
@@ -190,11 +199,14 @@ struct conf {
 		char	*session_token;		/* NULL = none */
 		char	*profile;		/* aws.profile, AWS_PROFILE;
 						   NULL = "default" */
+		int	 profile_set;		/* aws.profile is in the file:
+						   the environment's keys are
+						   no source of their own */
 		char	*role_arn;		/* aws.role_arn: assumed on top
 						   of the chain; NULL = none */
 		char	*external_id;		/* aws.external_id */
 		char	*role_session_name;	/* aws.role_session_name */
-		char	 source[256];		/* the chain's choice, as
+		char	 source[512];		/* the chain's choice, as
 						   outboxd -t says it; ""
 						   when AWS is not used */
 	} aws;

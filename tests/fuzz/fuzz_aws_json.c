@@ -64,6 +64,21 @@ httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
  * target reads, so it is not linked. */
 int	creds_current(const char **, const char **, const char **);
 void	creds_rejected(const char *);
+const char *creds_region(void);
+const char *creds_endpoint(const char *, const char *);
+
+const char *
+creds_region(void)
+{
+	return "us-east-1";
+}
+
+const char *
+creds_endpoint(const char *configured, const char *service)
+{
+	(void)service;
+	return configured != NULL ? configured : "http://127.0.0.1:9";
+}
 
 int
 creds_current(const char **akid, const char **secret, const char **token)

@@ -2,17 +2,19 @@
 # creds-sources.sh -- the credential chain's other sources, one outboxd
 # run each behind verifiers that accept only the credentials valid now
 # (tests/lib/aws-creds-standin.py: 24-second credentials, a new set every
-# 6 s, renewed with 6 s or more left, so a run of ~20 s sees two
-# rotations and more):
+# 3 s, renewed with 7 s or more left, so a run of ~16 s sees two
+# rotations and more; the renewals are waited for, not timed):
 #   1. precedence, as outboxd -t names the source: one case per adjacent
-#      pair of the chain;
+#      pair of the chain, and aws.profile in the file over the
+#      environment's keys;
 #   2. a profile with static keys (a hand-written valid set, never
 #      rotated), with instance metadata present and down: the profile wins;
 #   3. credential_process (curl from the stand-in's /__standin/process),
 #      with a dead container endpoint present: the profile wins;
 #   4. container credentials, relative URI (OUTBOXD_ECS_ENDPOINT), then
-#      the stand-in down across a rotation until the credentials expire:
-#      publishes wait, nothing lost, all delivered once it is back;
+#      the stand-in down across a rotation until every set it handed out
+#      has expired (read from its --valid file, no fixed sleep): publishes
+#      wait, nothing lost, all delivered once it is back;
 #   5. container credentials, full URI with a token file rotated mid-run.
 # Every run: every POST /orders 201, every order fulfilled once, no
 # request refused by a verifier; outboxctl reads a fulfillment; no secret
@@ -24,7 +26,7 @@ test_init
 need_binaries
 stack_up
 
-CREDS_LIFETIME=24 CREDS_ROTATE=6
+CREDS_LIFETIME=24 CREDS_ROTATE=3
 creds_verifiers
 OB_RELAY_WORKERS=1 OB_EXTRA_RELAY="lease = 5000 timeout = 2000" creds_conf_write "$T_DIR/outbox.conf"
 dead=$("$PY" "$T_LIB/free-port")	# nothing listens there
@@ -70,6 +72,10 @@ t_src profile-over-web-identity "$T_DIR/outbox.conf" "credentials: static keys o
 t_src web-identity-over-container "$T_DIR/outbox.conf" "AssumeRoleWithWebIdentity" "${WEB[@]}" "${CONT[@]}"
 t_src container-over-imds "$T_DIR/outbox.conf" "credentials: container credentials (token, http://127.0.0.1:$dead, full URI)" "${CONT[@]}"
 t_src imds-last "$T_DIR/outbox.conf" "credentials: instance metadata (IMDSv2, http://127.0.0.1:$dead)"
+# aws.profile named in the file is the operator's choice, as a profile in
+# code is to the SDKs: the environment's keys do not win over it
+sed 's/^aws {/aws {\n\tprofile = "default"/' "$T_DIR/outbox.conf" >"$T_DIR/conf-profile.conf"
+t_src file-profile-over-env "$T_DIR/conf-profile.conf" "credentials: static keys of profile default ($T_DIR/creds-static)" "${ENVK[@]}" "${PROF[@]}"
 
 # run_phase NAME N -- N orders at 3 a second against a running outboxd;
 # every one 201, fulfilled once, nothing refused by the verifiers since
@@ -138,7 +144,10 @@ check "process: -t names credential_process of profile proc" \
 	grep -qF "credentials: credential_process of profile proc ($T_DIR/config-process)" "$T_DIR/t-process.out"
 issued0=$(wc -l <"$T_DIR/issued")
 start_phase process
-run_phase process 55
+run_phase process 40
+creds_wait_fetches 4 'credential_process'
+_minted3() { [ $(($(wc -l <"$T_DIR/issued") - issued0)) -ge 6 ]; }
+wait_until 10 "process: 3 sets minted" _minted3 || true
 outboxd_stop
 check "process: two rotations and more during the run (3+ sets minted)" \
 	[ $(($(wc -l <"$T_DIR/issued") - issued0)) -ge 6 ]
@@ -154,15 +163,17 @@ add_log "$T_DIR/t-relative.out"
 check "relative: -t names the container endpoint, relative URI" \
 	grep -qF "credentials: container credentials (no token, http://127.0.0.1:$CREDS_PORT, relative URI)" "$T_DIR/t-relative.out"
 start_phase relative
-run_phase relative 55
+run_phase relative 40
+creds_wait_fetches 4 'container credentials'
 check "relative: renewed (2+ fetches per worker)" \
 	[ "$(grep -c 'AWS credentials from container credentials' "$T_DIR/outboxd-relative.log" || true)" -ge 4 ]
 proc_stop "$T_DIR/standin.pid" 5
 say "stand-in down"
-# Each worker holds the set it fetched last, and the stand-in's sets live a
-# minute: every one has expired 62 s after it went down (a relay notices
-# only when it next publishes, so the time, not a log line, says when).
-sleep 62
+# Each worker holds the set it fetched last; once every set the stand-in
+# handed out is past use, none holds a valid one, whenever it renewed (a
+# relay notices only when it next publishes, so the sets' expirations, not
+# a log line, say when): at most the 24 s of a set's life.
+creds_wait_expired
 orders_post_bg "$T_DIR/orders-outage" 20 0.2 outage
 wait "$ORDERS_BG_PID"
 _creds_503() { [ "$(creds_ready_json)" = 503 ]; }
@@ -197,14 +208,14 @@ add_log "$T_DIR/t-full.out"
 check "full: -t names the container endpoint, token file, full URI" \
 	grep -qF "credentials: container credentials (token file, http://127.0.0.1:$CREDS_PORT, full URI)" "$T_DIR/t-full.out"
 start_phase full
-orders_post_bg "$T_DIR/orders-full" 55 0.33 full
+orders_post_bg "$T_DIR/orders-full" 40 0.33 full
 sleep 7
 printf 'pod-identity-token-%s\n' "$(head -c 18 /dev/urandom | base64 | tr -d '/+=')" >"$T_DIR/token-b"
 cat "$T_DIR/token-b" >>"$T_DIR/extra-secrets"
 cp "$T_DIR/token-b" "$T_DIR/pod-token.new" && mv "$T_DIR/pod-token.new" "$T_DIR/pod-token"
 say "token file rotated"
 wait "$ORDERS_BG_PID"
-phase_check full 55
+phase_check full 40
 check_eq "full: the stand-in refused no credential request (token read at each fetch)" 0 "$(stat_of standin .refused)"
 outboxd_stop
 

@@ -7,9 +7,9 @@ refuse.
     /usr/bin/python3 tests/lib/aws-creds-standin.py --valid FILE \
         [--issued FILE] [--lifetime 60] [--rotate 20] \
         [--auth-token TOKEN | --auth-token-file FILE] [--port 0] \
-        [--port-file FILE] [--stats FILE] [--role-arn ARN \
-        [--web-identity-token-file FILE] [--source-key AKID:SECRET] \
-        [--external-id ID]]
+        [--port-file FILE] [--stats FILE] [--region us-east-1] \
+        [--role-arn ARN ... [--web-identity-token-file FILE] \
+        [--source-key AKID:SECRET] [--external-id ID]]
 
 EC2 instance metadata, IMDSv2 (EC2 User Guide, "Use the Instance Metadata
 Service to access instance metadata", "Retrieve security credentials from
@@ -24,7 +24,8 @@ instance metadata"):
   GET /latest/meta-data/iam/security-credentials/ROLE -> {"Code":
     "Success", "LastUpdated", "Type": "AWS-HMAC", "AccessKeyId",
     "SecretAccessKey", "Token", "Expiration"}; another role: 404;
-  GET /latest/meta-data/placement/region -> the region.
+  GET /latest/meta-data/placement/region -> --region (counted,
+    imds_region).
 Container credentials (ECS task role: GET the relative URI at
 169.254.170.2; EKS Pod Identity and full URIs: GET the URL with the
 Authorization header): GET /v2/credentials/ID (no Authorization needed,
@@ -38,13 +39,18 @@ Common Errors; query protocol, API version 2011-06-15), with --role-arn:
     another: 400 InvalidAction), RoleArn (20..2048 characters, else 400
     ValidationError; not --role-arn: 403 AccessDenied), RoleSessionName
     (2..64 of [\w+=,.@-], else 400 ValidationError), DurationSeconds
-    (900..43200 if present, else 400 ValidationError);
+    (900..43200 if present, else 400 ValidationError; counted by value,
+    sts_durations; the credentials still live --lifetime);  --role-arn
+    may be given more than once: each is a role that exists (calls
+    counted by role, sts_roles);
   AssumeRoleWithWebIdentity: WebIdentityToken (4..20000 characters, else
     400 ValidationError; not the content of --web-identity-token-file,
     read at each request: 400 InvalidIdentityToken); no signature needed
     (a signed one is counted, sts_signed);
-  AssumeRole: SigV4 (service sts, region us-east-1) by --source-key
-    AKID:SECRET, checked by sigv4-proxy.py's botocore verifier (none:
+  AssumeRole: SigV4 (service sts, region --region) by --source-key
+    AKID:SECRET or by a set this stand-in handed out and still valid,
+    with its session token (a role chain, credential_source: counted,
+    sts_chained), checked by sigv4-proxy.py's botocore verifier (none:
     403 MissingAuthenticationToken; another key or a bad signature: 403
     InvalidClientTokenId / SignatureDoesNotMatch); ExternalId (2..1224 of
     [\w+=,.@:/-] if present, else 400 ValidationError; not
@@ -93,14 +99,21 @@ EXTID_RE = re.compile(r"[\w+=,.@:/-]{2,1224}\Z")
 _sigv4 = None
 
 
+_sigv4_lock = threading.Lock()
+
+
 def sigv4_module():
+    # Loaded once, under a lock: requests run on threads, and a module
+    # published before it has run is half a module.
     global _sigv4
-    if _sigv4 is None:
-        import importlib.util
-        spec = importlib.util.spec_from_file_location(
-            "sigv4_proxy", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sigv4-proxy.py"))
-        _sigv4 = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(_sigv4)
+    with _sigv4_lock:
+        if _sigv4 is None:
+            import importlib.util
+            spec = importlib.util.spec_from_file_location(
+                "sigv4_proxy", os.path.join(os.path.dirname(os.path.abspath(__file__)), "sigv4-proxy.py"))
+            m = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(m)
+            _sigv4 = m
     return _sigv4
 
 
@@ -128,7 +141,8 @@ class Standin:
         self.fail = 0
         self.sets, self.expired = [], []
         self.stats = {"issued": 0, "imds_tokens": 0, "refused": 0, "served": 0, "refusals": [],
-                      "sts_calls": 0, "sts_signed": 0, "sts_errors": {}}
+                      "sts_calls": 0, "sts_signed": 0, "sts_errors": {}, "sts_chained": 0,
+                      "sts_roles": {}, "sts_durations": {}, "imds_region": 0}
         try:
             with open(a.valid) as f:
                 old = json.load(f)
@@ -265,6 +279,11 @@ class Standin:
                                    "'durationSeconds' failed to satisfy constraint: 900..43200")
         if req.header("Authorization") is not None:
             self.count("sts_signed")
+        with self.lock:
+            self.stats["sts_roles"][arn] = self.stats["sts_roles"].get(arn, 0) + 1
+            if "DurationSeconds" in f:
+                d = self.stats["sts_durations"]
+                d[f["DurationSeconds"]] = d.get(f["DurationSeconds"], 0) + 1
         if action == "AssumeRoleWithWebIdentity":
             tok = f["WebIdentityToken"]
             if not 4 <= len(tok) <= 20000:
@@ -279,8 +298,15 @@ class Standin:
             if req.header("Authorization") is None:
                 return self.sts_refuse(403, "MissingAuthenticationToken", "Request is missing Authentication Token")
             akid, secret = self.a.source_key.split(":", 1)
+            token = None
             v = sigv4_module()
-            a = types.SimpleNamespace(access_key=akid, secret=secret, token=None, region=REGION,
+            m = v.AUTH_RE.match(req.header("Authorization").strip())
+            with self.lock:
+                issued = [x for x in self.sets if m and x["AccessKeyId"] == m.group(1)
+                          and x["Expiration"] > time.time()]
+            if issued:
+                akid, secret, token = issued[0]["AccessKeyId"], issued[0]["SecretAccessKey"], issued[0]["Token"]
+            a = types.SimpleNamespace(access_key=akid, secret=secret, token=token, region=self.a.region,
                                       service="sts", max_skew=300)
             try:
                 v.Verifier.verify(types.SimpleNamespace(a=a), req)
@@ -290,6 +316,8 @@ class Standin:
                 return self.sts_refuse(403, code, "The request signature we calculated does not match "
                                        "the signature you provided" if code == "SignatureDoesNotMatch" else
                                        "The security token included in the request is invalid")
+            if issued:
+                self.count("sts_chained")
             ext = f.get("ExternalId")
             if ext is not None and not EXTID_RE.match(ext):
                 return self.sts_refuse(400, "ValidationError", "1 validation error detected: Value at "
@@ -297,7 +325,7 @@ class Standin:
             if self.a.external_id and ext != self.a.external_id:
                 return self.sts_refuse(403, "AccessDenied", "User: arn:aws:iam::000000000000:user/source is "
                                        "not authorized to perform: sts:AssumeRole on resource: %s" % arn)
-        if arn != self.a.role_arn:
+        if arn not in self.a.role_arn:
             return self.sts_refuse(403, "AccessDenied", "Not authorized to perform sts:%s on %s" % (action, arn))
         if self.fail:
             return self.sts_refuse(self.fail, "InternalFailure", "failing on purpose (%d)" % self.fail)
@@ -341,7 +369,8 @@ class Standin:
         if self.fail:
             return self.refuse(self.fail, "failing on purpose (%d)" % self.fail)
         if path == "/latest/meta-data/placement/region":
-            return text(200, REGION)
+            self.count("imds_region")
+            return text(200, self.a.region)
         base = "/latest/meta-data/iam/security-credentials/"
         if path == base:
             return text(200, ROLE)
@@ -367,7 +396,8 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file", default=None)
     ap.add_argument("--stats", default=None)
-    ap.add_argument("--role-arn", default=None)
+    ap.add_argument("--role-arn", action="append", default=None)
+    ap.add_argument("--region", default=REGION)
     ap.add_argument("--web-identity-token-file", default=None)
     ap.add_argument("--source-key", default="AKIDSTSSOURCE000001:sts-source-secret")
     ap.add_argument("--external-id", default=None)

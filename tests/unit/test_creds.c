@@ -150,7 +150,10 @@ test_profile(void **state)
 	    "role_session_name = pod-a\n"
 	    "[profile badsrc]\nrole_arn = arn:aws:iam::1:role/r\n"
 	    "source_profile = proc\n"
-	    "[profile nosrc]\nrole_arn = arn:aws:iam::1:role/r\n");
+	    "[profile nosrc]\nrole_arn = arn:aws:iam::1:role/r\n"
+	    "[profile emptysrc]\nrole_arn = arn:aws:iam::1:role/r\n"
+	    "source_profile = regiononly\n"
+	    "[profile regiononly]\nregion = eu-west-3\n");
 	c.aws.region = "eu-west-1";
 	c.aws.sts_endpoint = "http://127.0.0.1:9";
 	c.aws.profile = "proc";
@@ -195,11 +198,18 @@ test_profile(void **state)
 	assert_string_equal(p.session_name, "pod-a");
 	assert_string_equal(p.sts_endpoint, "http://127.0.0.1:9");
 	creds_plan_clear(&p);
-	/* a source that is no static keys, no source at all: refused */
+	/* a source with credential_process: its answer signs AssumeRole */
 	c.aws.profile = "badsrc";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.kind, CREDS_ASSUME_ROLE);
+	assert_int_equal(p.src, CREDS_PROCESS);
+	assert_string_equal(p.command, "/bin/echo '{}'");
+	creds_plan_clear(&p);
+	/* a source that holds nothing, no source at all: refused */
+	c.aws.profile = "emptysrc";
 	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
-	assert_non_null(strstr(err, "source_profile proc of AWS profile "
-	    "badsrc holds no aws_access_key_id"));
+	assert_non_null(strstr(err, "source_profile regiononly of AWS profile "
+	    "emptysrc holds no aws_access_key_id"));
 	creds_plan_clear(&p);
 	c.aws.profile = "nosrc";
 	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
@@ -208,6 +218,181 @@ test_profile(void **state)
 	c.aws.profile = "missing";
 	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
 	assert_non_null(strstr(err, "AWS profile missing is in neither"));
+	creds_plan_clear(&p);
+	env_clear();
+}
+
+/* source_profile chains, credential_source, cycles, duration_seconds */
+static void
+test_chain(void **state)
+{
+	struct conf		 c;
+	struct creds_plan	 p;
+	char			 err[1024];
+
+	(void)state;
+	memset(&c, 0, sizeof c);
+	env_clear();
+	put(cred_path, "[base]\naws_access_key_id = BKEY\n"
+	    "aws_secret_access_key = BSECRET\n");
+	put(conf_path, "[profile app]\nrole_arn = arn:aws:iam::1:role/app\n"
+	    "source_profile = mid\nduration_seconds = 900\n"
+	    "[profile mid]\nrole_arn = arn:aws:iam::1:role/mid\n"
+	    "source_profile = base\nexternal_id = ext-mid\n"
+	    "role_session_name = mid-s\n"
+	    "[profile onenv]\nrole_arn = arn:aws:iam::1:role/env\n"
+	    "credential_source = Environment\n"
+	    "[profile onimds]\nrole_arn = arn:aws:iam::1:role/imds\n"
+	    "credential_source = Ec2InstanceMetadata\n"
+	    "[profile onecs]\nrole_arn = arn:aws:iam::1:role/ecs\n"
+	    "credential_source = EcsContainer\n"
+	    "[profile onmidenv]\nrole_arn = arn:aws:iam::1:role/top\n"
+	    "source_profile = onenv\n"
+	    "[profile bad]\nrole_arn = arn:aws:iam::1:role/b\n"
+	    "credential_source = Ec2Metadata\n"
+	    "[profile both]\nrole_arn = arn:aws:iam::1:role/b\n"
+	    "credential_source = Environment\nsource_profile = base\n"
+	    "[profile cyc-a]\nrole_arn = arn:aws:iam::1:role/a\n"
+	    "source_profile = cyc-b\n"
+	    "[profile cyc-b]\nrole_arn = arn:aws:iam::1:role/b\n"
+	    "source_profile = cyc-a\n"
+	    "[profile short]\nrole_arn = arn:aws:iam::1:role/s\n"
+	    "source_profile = base\nduration_seconds = 899\n"
+	    "[profile long]\nrole_arn = arn:aws:iam::1:role/l\n"
+	    "source_profile = base\nduration_seconds = 43201\n"
+	    "[profile chainlong]\nrole_arn = arn:aws:iam::1:role/cl\n"
+	    "source_profile = mid\nduration_seconds = 7200\n"
+	    "[profile webid]\nrole_arn = arn:aws:iam::1:role/w\n"
+	    "web_identity_token_file = /var/run/t\nduration_seconds = 1800\n"
+	    "[profile onweb]\nrole_arn = arn:aws:iam::1:role/ow\n"
+	    "source_profile = webid\n");
+	c.aws.region = "eu-west-1";
+	c.aws.sts_endpoint = "http://127.0.0.1:9";
+
+	/* app -> mid (a role) -> base (static keys): chained AssumeRole */
+	c.aws.profile = "app";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.kind, CREDS_ASSUME_ROLE);
+	assert_int_equal(p.src, CREDS_PROFILE);
+	assert_string_equal(p.access_key_id, "BKEY");
+	assert_int_equal(p.n_roles, 1);
+	assert_string_equal(p.roles[0].role_arn, "arn:aws:iam::1:role/mid");
+	assert_string_equal(p.roles[0].external_id, "ext-mid");
+	assert_string_equal(p.roles[0].session_name, "mid-s");
+	assert_string_equal(p.role_arn, "arn:aws:iam::1:role/app");
+	assert_int_equal(p.duration, 900);
+	creds_plan_describe(&p, err, sizeof err);
+	assert_non_null(strstr(err, "STS AssumeRole, role "
+	    "arn:aws:iam::1:role/app for 900 s, source profile mid: AssumeRole, "
+	    "role arn:aws:iam::1:role/mid, source profile base ("));
+	assert_non_null(strstr(err, "credentials), http://127.0.0.1:9"));
+	assert_null(strstr(err, "BSECRET"));
+	creds_plan_clear(&p);
+	c.aws.profile = "onenv";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "credential_source Environment, but "
+	    "AWS_ACCESS_KEY_ID"));
+	creds_plan_clear(&p);
+	setenv("AWS_ACCESS_KEY_ID", "EKEY", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "ESECRET", 1);
+	/* the environment's keys win over any profile: AWS_PROFILE is only
+	 * read when they are absent, so plan the profile itself */
+	assert_int_equal(creds_profile_plan(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.kind, CREDS_ASSUME_ROLE);
+	assert_int_equal(p.src, CREDS_ENV);
+	assert_string_equal(p.access_key_id, "EKEY");
+	creds_plan_describe(&p, err, sizeof err);
+	assert_non_null(strstr(err, "role arn:aws:iam::1:role/env, "
+	    "credential_source Environment (AWS_ACCESS_KEY_ID"));
+	assert_null(strstr(err, "ESECRET"));
+	creds_plan_clear(&p);
+	/* a role source whose own source is credential_source */
+	c.aws.profile = "onmidenv";
+	assert_int_equal(creds_profile_plan(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.src, CREDS_ENV);
+	assert_int_equal(p.n_roles, 1);
+	assert_null(p.roles[0].source);
+	creds_plan_clear(&p);
+	env_clear();
+	c.aws.profile = "onimds";
+	setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:7/", 1);
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.src, CREDS_IMDS);
+	assert_string_equal(p.url, "http://127.0.0.1:7");
+	creds_plan_describe(&p, err, sizeof err);
+	assert_non_null(strstr(err, "credential_source Ec2InstanceMetadata "
+	    "(http://127.0.0.1:7)"));
+	creds_plan_clear(&p);
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "instance metadata is off"));
+	creds_plan_clear(&p);
+	c.aws.profile = "onecs";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "EcsContainer, but neither"));
+	creds_plan_clear(&p);
+	setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/c", 1);
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.src, CREDS_CONTAINER);
+	assert_string_equal(p.url, "http://169.254.170.2/v2/c");
+	creds_plan_clear(&p);
+	env_clear();
+	c.aws.profile = "bad";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "not Environment, Ec2InstanceMetadata or "
+	    "EcsContainer"));
+	creds_plan_clear(&p);
+	c.aws.profile = "both";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "sets both source_profile and "
+	    "credential_source"));
+	creds_plan_clear(&p);
+	/* a cycle, named */
+	c.aws.profile = "cyc-a";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "make a cycle: cyc-a -> cyc-b -> cyc-a"));
+	creds_plan_clear(&p);
+	/* duration_seconds: STS's range, one hour when chained */
+	c.aws.profile = "short";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "duration_seconds of AWS profile short is "
+	    "not a number of seconds from 900 to 43200"));
+	creds_plan_clear(&p);
+	c.aws.profile = "long";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "from 900 to 43200"));
+	creds_plan_clear(&p);
+	c.aws.profile = "chainlong";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "role arn:aws:iam::1:role/cl is over 3600 "
+	    "s, but it is assumed with role credentials"));
+	creds_plan_clear(&p);
+	/* a web identity profile as the source */
+	c.aws.profile = "onweb";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.src, CREDS_WEB_IDENTITY);
+	assert_string_equal(p.src_role_arn, "arn:aws:iam::1:role/w");
+	assert_int_equal(p.src_duration, 1800);
+	assert_string_equal(p.token_file, "/var/run/t");
+	creds_plan_clear(&p);
+	c.aws.profile = "webid";
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.kind, CREDS_WEB_IDENTITY);
+	assert_int_equal(p.duration, 1800);
+	creds_plan_clear(&p);
+	/* aws.duration_seconds on aws.role_arn */
+	c.aws.profile = "base";
+	c.aws.role_arn = "arn:aws:iam::2:role/top";
+	c.aws.duration_seconds = 1200;
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), 0);
+	assert_int_equal(p.top.duration, 1200);
+	creds_plan_describe(&p, err, sizeof err);
+	assert_non_null(strstr(err, "(aws.role_arn) for 1200 s"));
+	creds_plan_clear(&p);
+	c.aws.profile = "app";
+	c.aws.duration_seconds = 3601;
+	assert_int_equal(creds_plan_make(&c, &p, err, sizeof err), -1);
+	assert_non_null(strstr(err, "arn:aws:iam::2:role/top is over 3600"));
 	creds_plan_clear(&p);
 	env_clear();
 }
@@ -301,6 +486,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_profile),
+		cmocka_unit_test(test_chain),
 		cmocka_unit_test(test_container_url),
 		cmocka_unit_test(test_time),
 		cmocka_unit_test(test_json),
