@@ -452,6 +452,15 @@ metrics_render(size_t *len)
 	    "Rows written already claimed that could not be handed to relay "
 	    "1; they are published when their lease ends.",
 	    LOAD(&m->handoff_failed));
+	metrics_counter(&b, "outboxd_wal_bad_messages_total",
+	    "relay.mode = \"wal\": logical decoding messages with the "
+	    "configured prefix skipped (bad JSON, not transactional).",
+	    LOAD(&m->wal_bad_messages));
+	metrics_family(&b, "outboxd_wal_streaming", "gauge",
+	    "relay.mode = \"wal\": relays streaming the slot (1: one reads, "
+	    "the others stand by).");
+	metrics_printf(&b, "outboxd_wal_streaming %" PRId64 "\n",
+	    LOAD(&m->wal_streaming));
 done:
 	if (b.failed) {
 		free(b.s);

@@ -225,6 +225,11 @@ void		 relay_mark_now(struct relay *);
  * retried after a backoff, or dead-lettered. */
 void		 relay_fail_record(struct relay *, const struct relay_chunk *ch,
 		    int i);
+/* Delay before attempt attempts + 1, in ms: relay.backoff_base doubled
+ * per attempt made, capped at relay.backoff_max, with jitter; a broker's
+ * Retry-After (ms, -1: none) wins when longer.  (relay_wal.c too.) */
+long		 relay_backoff(const struct conf *, int attempts,
+		    long retry_after);
 /* Record the sink's verdict for every message of ch. */
 void		 relay_record_outcomes(struct relay *, struct relay_chunk *ch);
 /* Give n claimed rows back unpublished (each only if still under its

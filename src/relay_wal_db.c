@@ -1,0 +1,233 @@
+/*
+ * relay_wal_db.c - relay.mode = "wal": the outbox table stays the truth.
+ * Rows published from the WAL are marked sent, and rows that failed for
+ * good are marked failed with their last error, in bulk: one statement
+ * for everything queued, sent without waiting on the relay's normal
+ * connection at most every WAL_TICK_MS (relay_wal.c), off the stream's
+ * path.  A row's event is done (its transaction may be confirmed) only
+ * once the statement has committed, so that a confirmed row is never
+ * left pending.  Only pending rows change: a row a table-mode relay
+ * (during a switch) or an operator has dealt with meanwhile is left as
+ * it is.
+ */
+#include "config.h"
+
+#include <sys/select.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <event2/event.h>
+#include <libpq-fe.h>
+
+#include "relay_wal.h"
+
+#define WAL_ERROR_MAX	1000	/* bytes of last_error kept, as in table
+				   mode */
+#define WAL_RECORD_MAX	5000	/* rows per statement */
+
+/* $1: a JSON array of {"id", "n" (attempts made), "err" (null: sent)}. */
+static const char relay_wal_record_sql[] =
+	"UPDATE outbox o SET "
+	"status = CASE WHEN d.err IS NULL THEN 'sent' ELSE 'failed' END, "
+	"sent_at = CASE WHEN d.err IS NULL THEN now() END, "
+	"claim = NULL, attempts = o.attempts + d.n, last_error = d.err "
+	"FROM jsonb_to_recordset($1::jsonb) AS d(id bigint, n int, err text) "
+	"WHERE o.id = d.id AND o.status = 'pending'";
+
+struct pg_conn *
+relay_wal_db(struct relay_wal *w)
+{
+	char	err[512];
+
+	if (w->db != NULL && PQstatus(w->db) == CONNECTION_OK)
+		return w->db;
+	relay_wal_db_close(w);
+	if ((w->db = db_connect(w->conf->database, "relay", err,
+	    sizeof(err))) == NULL) {
+		log_limited(&w->db_limit, LOG_LEVEL_WARN, "cannot connect to "
+		    "PostgreSQL to record published rows (trying again): %s",
+		    err);
+		return NULL;
+	}
+	return w->db;
+}
+
+void
+relay_wal_db_close(struct relay_wal *w)
+{
+	int	i;
+
+	if (w->db_ev != NULL)
+		event_free(w->db_ev);
+	w->db_ev = NULL;
+	if (w->db != NULL)
+		PQfinish(w->db);
+	w->db = NULL;
+	/* A statement lost with its connection: its rows again. */
+	for (i = w->nrecording - 1; i >= 0; i--) {
+		TAILQ_INSERT_HEAD(&w->recordq, w->recording[i], entry);
+		w->nrecord++;
+	}
+	free(w->recording);
+	w->recording = NULL;
+	w->nrecording = 0;
+}
+
+/* The statement's answer: its events done, or queued again. */
+static void
+relay_wal_recorded(struct relay_wal *w, int ok)
+{
+	struct wal_ev	**evs = w->recording;
+	int		  i, n = w->nrecording;
+
+	w->recording = NULL;
+	w->nrecording = 0;
+	if (!ok) {
+		for (i = n - 1; i >= 0; i--) {
+			TAILQ_INSERT_HEAD(&w->recordq, evs[i], entry);
+			w->nrecord++;
+		}
+		free(evs);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		relay_wal_done(w, evs[i]);
+	free(evs);
+}
+
+static void
+relay_wal_on_db(evutil_socket_t fd, short what, void *arg)
+{
+	struct relay_wal	*w = arg;
+	PGresult		*res;
+	char			 why[512];
+	int			 ok = 1;
+
+	(void)fd;
+	(void)what;
+	if (PQconsumeInput(w->db) == 0) {
+		log_limited(&w->db_limit, LOG_LEVEL_WARN, "recording published "
+		    "rows: %s", db_errline(why, sizeof(why),
+		    PQerrorMessage(w->db)));
+		relay_wal_db_close(w);
+		return;
+	}
+	if (PQisBusy(w->db))
+		return;
+	while ((res = PQgetResult(w->db)) != NULL) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			ok = 0;
+			log_limited(&w->db_limit, LOG_LEVEL_WARN, "recording "
+			    "published rows failed (trying again): %s",
+			    db_result_error(why, sizeof(why), res, w->db));
+		}
+		PQclear(res);
+	}
+	event_del(w->db_ev);
+	relay_wal_recorded(w, ok);
+}
+
+/* The JSON parameter for the first up to WAL_RECORD_MAX queued rows,
+ * which move to w->recording.  Caller frees. */
+static char *
+relay_wal_param(struct relay_wal *w)
+{
+	cJSON		*a, *o;
+	struct wal_ev	*ev;
+	char		 err[WAL_ERROR_MAX + 1], *text;
+	int		 n = 0;
+
+	if ((a = cJSON_CreateArray()) == NULL)
+		fatal("cJSON_CreateArray");
+	if ((w->recording = reallocarray(NULL, w->nrecord < WAL_RECORD_MAX ?
+	    (size_t)w->nrecord : WAL_RECORD_MAX, sizeof(*w->recording))) ==
+	    NULL)
+		fatal("reallocarray");
+	while ((ev = TAILQ_FIRST(&w->recordq)) != NULL && n < WAL_RECORD_MAX) {
+		TAILQ_REMOVE(&w->recordq, ev, entry);
+		w->nrecord--;
+		w->recording[n++] = ev;
+		if ((o = cJSON_CreateObject()) == NULL ||
+		    cJSON_AddNumberToObject(o, "id", (double)ev->row) == NULL ||
+		    cJSON_AddNumberToObject(o, "n", ev->m.attempts) == NULL)
+			fatal("cJSON");
+		if (ev->m.outcome == SINK_SENT) {
+			if (cJSON_AddNullToObject(o, "err") == NULL)
+				fatal("cJSON");
+		} else {
+			log_utf8_copy(err, sizeof(err), ev->m.error != NULL ?
+			    ev->m.error : "unknown error");
+			if (cJSON_AddStringToObject(o, "err", err) == NULL)
+				fatal("cJSON");
+		}
+		cJSON_AddItemToArray(a, o);
+	}
+	w->nrecording = n;
+	if ((text = cJSON_PrintUnformatted(a)) == NULL)
+		fatal("cJSON_PrintUnformatted");
+	cJSON_Delete(a);
+	return text;
+}
+
+void
+relay_wal_record(struct relay_wal *w)
+{
+	const char	*p[1];
+	char		*param, why[512];
+
+	if (w->nrecord == 0 || w->nrecording > 0 || relay_wal_db(w) == NULL)
+		return;
+	if (w->db_ev == NULL && ((w->db_ev = event_new(w->base,
+	    PQsocket(w->db), EV_READ | EV_PERSIST, relay_wal_on_db, w)) ==
+	    NULL || PQsetnonblocking(w->db, 1) == -1))
+		fatalx("event_new");
+	param = relay_wal_param(w);
+	p[0] = param;
+	if (PQsendQueryParams(w->db, relay_wal_record_sql, 1, NULL, p, NULL,
+	    NULL, 0) != 1) {
+		log_limited(&w->db_limit, LOG_LEVEL_WARN, "recording published "
+		    "rows: %s", db_errline(why, sizeof(why),
+		    PQerrorMessage(w->db)));
+		free(param);
+		relay_wal_db_close(w);
+		return;
+	}
+	free(param);
+	if (PQflush(w->db) == -1) {
+		relay_wal_db_close(w);
+		return;
+	}
+	event_add(w->db_ev, NULL);
+}
+
+void
+relay_wal_record_now(struct relay_wal *w)
+{
+	int	tries;
+
+	/* A statement in flight first, then the rest, a few at most. */
+	for (tries = 0; tries < 4 && (w->nrecording > 0 || w->nrecord > 0);
+	    tries++) {
+		if (w->nrecording == 0)
+			relay_wal_record(w);
+		if (w->nrecording == 0)
+			return;
+		PQsetnonblocking(w->db, 0);
+		while (w->db != NULL && w->nrecording > 0 &&
+		    PQisBusy(w->db) && PQconsumeInput(w->db) == 1) {
+			struct timeval	tv = { 0, 10000 };
+			fd_set		rfds;
+
+			FD_ZERO(&rfds);
+			FD_SET(PQsocket(w->db), &rfds);
+			(void)select(PQsocket(w->db) + 1, &rfds, NULL, NULL,
+			    &tv);
+		}
+		if (w->db != NULL && w->nrecording > 0)
+			relay_wal_on_db(-1, EV_READ, w);
+	}
+}
