@@ -205,7 +205,7 @@ static int
 wal_setup(struct wal_stream *s, char *err, size_t errlen)
 {
 	const struct conf	*c = s->conf;
-	char			 sql[512], why[256], *v;
+	char			 sql[512], why[256], state[6], *v;
 	PGresult		*res;
 	int			 have, lost;
 
@@ -223,14 +223,18 @@ wal_setup(struct wal_stream *s, char *err, size_t errlen)
 		snprintf(sql, sizeof(sql), "CREATE PUBLICATION %s FOR TABLE "
 		    "outbox WITH (publish = 'insert')",
 		    c->relay.wal_publication);
-		if (wal_exec(s->conn, sql, PGRES_COMMAND_OK, NULL, why,
-		    sizeof(why)) == -1) {
+		/* Another relay may make it at the same time: 23505
+		 * (unique_violation) or 42710 (duplicate_object). */
+		if (wal_exec(s->conn, sql, PGRES_COMMAND_OK, state, why,
+		    sizeof(why)) == 0)
+			log_info("created publication %s for the outbox's "
+			    "inserts", c->relay.wal_publication);
+		else if (strcmp(state, "23505") != 0 &&
+		    strcmp(state, "42710") != 0) {
 			snprintf(err, errlen, "cannot create publication %s: "
 			    "%s", c->relay.wal_publication, why);
 			return -1;
 		}
-		log_info("created publication %s for the outbox's inserts",
-		    c->relay.wal_publication);
 	}
 	/* Names are [a-z0-9_] (conf_wal.c): no quoting needed. */
 	snprintf(sql, sizeof(sql), "SELECT coalesce(wal_status, '') FROM "
@@ -268,10 +272,10 @@ wal_setup(struct wal_stream *s, char *err, size_t errlen)
 	if (!have) {
 		snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL "
 		    "pgoutput NOEXPORT_SNAPSHOT", c->relay.wal_slot);
-		if (wal_exec(s->conn, sql, PGRES_TUPLES_OK, NULL, why,
+		if (wal_exec(s->conn, sql, PGRES_TUPLES_OK, state, why,
 		    sizeof(why)) == -1) {
 			/* Another relay may have made it meanwhile. */
-			if (strstr(why, "already exists") == NULL) {
+			if (strcmp(state, "42710") != 0) {
 				snprintf(err, errlen, "cannot create slot %s: "
 				    "%s", c->relay.wal_slot, why);
 				return -1;
