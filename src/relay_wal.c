@@ -298,6 +298,7 @@ wal_on_insert(struct relay_wal *w, const struct pgo_msg *m)
 		goto bad;
 	}
 	ev->m.id = ev->row;
+	log_debug("outbox row %" PRId64 " taken", ev->row);
 	ev->m.event_type = wal_strndup(v[w->col[C_TYPE]].val.p,
 	    v[w->col[C_TYPE]].val.len);
 	ev->m.key = wal_strndup(v[w->col[C_KEY]].val.p,
@@ -406,6 +407,10 @@ wal_on_msg(void *arg, const struct pgo_msg *m)
 
 	switch (m->kind) {
 	case PGO_BEGIN:
+		log_debug("transaction %" PRIX64 " begins (last %" PRIX64
+		    ", confirmed %" PRIX64 ")", m->u.begin.final_lsn,
+		    (t = TAILQ_LAST(&w->txns, wal_txnq)) != NULL ?
+		    t->final_lsn : 0, w->confirmed);
 		w->skip_txn = 0;
 		w->skip_events = 0;
 		if ((t = TAILQ_LAST(&w->txns, wal_txnq)) != NULL &&
@@ -420,7 +425,10 @@ wal_on_msg(void *arg, const struct pgo_msg *m)
 				w->skip_txn = 1;
 			break;
 		}
-		if (m->u.begin.final_lsn <= w->confirmed) {
+		/* Confirmed X: the server sends again every transaction
+		 * whose commit record starts at X or later (a keepalive's X
+		 * may be the start of the next commit). */
+		if (m->u.begin.final_lsn < w->confirmed) {
 			w->skip_txn = 1;
 			break;
 		}
@@ -461,6 +469,8 @@ wal_on_keepalive(void *arg, uint64_t wal_end)
 	struct relay_wal	*w = arg;
 
 	if (w->cur == NULL && TAILQ_EMPTY(&w->txns)) {
+		log_debug("keepalive at %" PRIX64 ", nothing in hand",
+		    wal_end);
 		w->idle_lsn = wal_end;
 		wal_confirm(w);
 	}
