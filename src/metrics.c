@@ -350,6 +350,15 @@ metrics_wal_streaming(int up)
 }
 
 void
+metrics_wal_lag(int64_t bytes, int64_t oldest_ms)
+{
+	if (metrics_shm == NULL)
+		return;
+	STORE(&metrics_shm->wal_lag_bytes, bytes);
+	STORE(&metrics_shm->wal_oldest_ms, oldest_ms);
+}
+
+void
 metrics_set_workers(int up, int desired)
 {
 	if (metrics_shm == NULL)

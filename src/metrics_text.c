@@ -461,6 +461,16 @@ metrics_render(size_t *len)
 	    "the others stand by).");
 	metrics_printf(&b, "outboxd_wal_streaming %" PRId64 "\n",
 	    LOAD(&m->wal_streaming));
+	metrics_family(&b, "outboxd_wal_slot_lag_bytes", "gauge",
+	    "relay.mode = \"wal\": bytes of WAL between the server's end and "
+	    "the slot's confirmed position, as the streaming relay saw them.");
+	metrics_printf(&b, "outboxd_wal_slot_lag_bytes %" PRId64 "\n",
+	    LOAD(&m->wal_lag_bytes));
+	metrics_family(&b, "outboxd_wal_oldest_unacked_seconds", "gauge",
+	    "relay.mode = \"wal\": age of the oldest streamed event not yet "
+	    "acknowledged and recorded (0: none).");
+	metrics_printf(&b, "outboxd_wal_oldest_unacked_seconds %.3f\n",
+	    (double)LOAD(&m->wal_oldest_ms) / 1000);
 done:
 	if (b.failed) {
 		free(b.s);

@@ -655,6 +655,10 @@ void		 metrics_set_workers(int up, int desired);
  * (up 1) or stopped streaming the slot. */
 void		 metrics_wal_bad_message(void);
 void		 metrics_wal_streaming(int up);
+/* The streaming relay's view of its slot: bytes of WAL between the
+ * server's end and the confirmed position, the age in ms of the oldest
+ * event not done (0: none). */
+void		 metrics_wal_lag(int64_t bytes, int64_t oldest_ms);
 /* An HTTP worker stopped accepting (enum metrics_accept_pause). */
 enum metrics_accept_pause { METRICS_PAUSE_DESCRIPTORS,
 	METRICS_PAUSE_MAX_CONNECTIONS, METRICS_NPAUSE };

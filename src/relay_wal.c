@@ -435,6 +435,7 @@ wal_on_msg(void *arg, const struct pgo_msg *m)
 		if ((t = calloc(1, sizeof(*t))) == NULL)
 			fatal("calloc");
 		t->final_lsn = m->u.begin.final_lsn;
+		t->begun_us = clock_mono_us();
 		TAILQ_INSERT_TAIL(&w->txns, t, entry);
 		w->cur = t;
 		break;
@@ -502,6 +503,31 @@ wal_on_pump(evutil_socket_t fd, short what, void *arg)
 	relay_wal_pump(arg);
 }
 
+/* The slot's lag and the age of the oldest event not done, for the
+ * metrics (every second, by the streaming relay), and the warning above
+ * relay.wal_lag_warning (rate-limited). */
+static void
+wal_lag(struct relay_wal *w)
+{
+	struct wal_txn	*t = TAILQ_FIRST(&w->txns);
+	uint64_t	 lag;
+	int64_t		 age = 0;
+
+	if (wal_stream_lag(w->stream, &lag) == -1)
+		return;
+	if (t != NULL)
+		age = (clock_mono_us() - t->begun_us) / 1000;
+	metrics_wal_lag((int64_t)lag, age);
+	if (w->conf->relay.wal_lag_warning > 0 &&
+	    lag > (uint64_t)w->conf->relay.wal_lag_warning)
+		log_limited(&w->lag_limit, LOG_LEVEL_WARN, "slot %s is %" PRIu64
+		    " bytes behind the server's WAL (relay.wal_lag_warning %ld),"
+		    " the oldest event not done is %" PRId64 " ms old: the "
+		    "server keeps that WAL until the sinks catch up",
+		    w->conf->relay.wal_slot, lag,
+		    w->conf->relay.wal_lag_warning, age);
+}
+
 static void
 wal_on_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -509,6 +535,8 @@ wal_on_tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (++w->ticks % (1000 / WAL_TICK_MS) == 0)
+		wal_lag(w);
 	relay_wal_record(w);
 	relay_wal_pump(w);
 }

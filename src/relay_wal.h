@@ -23,6 +23,7 @@ struct wal_txn {
 	int			 committed;	/* its Commit came */
 	int			 left;		/* events not done yet */
 	int			 seen;		/* events taken from it */
+	int64_t			 begun_us;	/* its Begin came (monotonic) */
 	TAILQ_ENTRY(wal_txn)	 entry;
 };
 
@@ -84,6 +85,8 @@ struct relay_wal {
 	int			 stopping;
 	struct log_limit	 bad_limit;	/* bad messages */
 	struct log_limit	 db_limit;
+	struct log_limit	 lag_limit;	/* relay.wal_lag_warning */
+	int			 ticks;
 };
 
 /* A publish call: the events and the messages the sink fills in (copies

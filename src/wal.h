@@ -78,6 +78,9 @@ struct wal_stream *wal_stream_new(struct event_base *, const struct conf *,
  * apply positions with the next status update (about every second, and
  * at once when the server asks). */
 void		 wal_stream_confirm(struct wal_stream *, uint64_t lsn);
+/* Bytes of WAL between the server's end (as its last message said) and
+ * the position confirmed, into *lag: 0, or -1 when not streaming. */
+int		 wal_stream_lag(const struct wal_stream *, uint64_t *lag);
 /* Stop reading (paused 1: too much in hand) or read again. */
 void		 wal_stream_pause(struct wal_stream *, int paused);
 /* Send a last status update, close, free.  NULL is ignored. */

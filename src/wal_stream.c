@@ -52,6 +52,8 @@ struct wal_stream {
 	uint64_t		 received;	/* end of the last XLogData */
 	uint64_t		 confirmed;	/* flush position to report */
 	uint64_t		 reported;	/* ... last reported */
+	uint64_t		 server_end;	/* the server's WAL end, as its
+						   last message said */
 	int			 streaming;
 	int			 paused;
 	int			 had_slot;	/* seen the slot since start */
@@ -338,6 +340,8 @@ wal_stream_copy(struct wal_stream *s, const uint8_t *buf, size_t len)
 		    s->conf->relay.wal_slot, err);
 		return -1;
 	}
+	if (cp.wal_end > s->server_end)
+		s->server_end = cp.wal_end;
 	if (cp.kind == PGO_COPY_KEEPALIVE) {
 		s->cb->keepalive(s->arg, cp.wal_end);
 		if (cp.reply)
@@ -522,6 +526,15 @@ wal_stream_confirm(struct wal_stream *s, uint64_t lsn)
 {
 	if (lsn > s->confirmed)
 		s->confirmed = lsn;
+}
+
+int
+wal_stream_lag(const struct wal_stream *s, uint64_t *lag)
+{
+	if (!s->streaming)
+		return -1;
+	*lag = s->server_end > s->confirmed ? s->server_end - s->confirmed : 0;
+	return 0;
 }
 
 void

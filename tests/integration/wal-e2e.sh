@@ -122,8 +122,22 @@ caught_up() { [ "$(sql "SELECT confirmed_flush_lsn >= '$lsn_now' FROM pg_replica
 wait_until 15 "confirmed_flush_lsn past $lsn_now" caught_up || true
 check "the slot's confirmed_flush_lsn reaches the WAL position after the last event ($lsn_now)" caught_up
 
+lag0() { [ "$(metric outboxd_wal_slot_lag_bytes)" = 0 ] && [ "$(metric outboxd_wal_oldest_unacked_seconds)" = 0.000 ]; }
+wait_until 10 "the slot lag metric at 0" lag0 || true
+check "outboxd_wal_slot_lag_bytes and outboxd_wal_oldest_unacked_seconds at 0 once caught up ($(metric outboxd_wal_slot_lag_bytes), $(metric outboxd_wal_oldest_unacked_seconds))" lag0
+out=$("$T_ROOT/outboxctl" -c "$T_DIR/outbox.conf" wal-drop 2>&1) && rc=0 || rc=$?
+check_eq "outboxctl wal-drop while a relay streams the slot: refused (exit status)" 1 "$rc"
+check "  ... saying why" grep -q 'slot outboxd is being streamed' <<<"$out"
+
 outboxd_stop
 check_eq "the slot survives outboxd's stop (never dropped implicitly)" 1 "$(sql "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'outboxd'")"
+
+out=$("$T_ROOT/outboxctl" -c "$T_DIR/outbox.conf" wal-drop 2>&1) && rc=0 || rc=$?
+check_eq "outboxctl wal-drop with outboxd stopped: exit status" 0 "$rc"
+check "  ... says what it dropped" grep -q 'dropped replication slot outboxd' <<<"$out"
+check_eq "  ... slot and publication gone" "0 0" "$(sql "SELECT count(*) FROM pg_replication_slots") $(sql "SELECT count(*) FROM pg_publication")"
+out=$("$T_ROOT/outboxctl" -c "$T_DIR/outbox.conf" wal-drop 2>&1) && rc=0 || rc=$?
+check_eq "outboxctl wal-drop again: nothing to drop (exit status)" 1 "$rc"
 
 # ---- a server with wal_level = replica ----
 port2=$("$T_LIB/free-port" 1)
