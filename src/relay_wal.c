@@ -58,6 +58,7 @@ wal_confirm(struct relay_wal *w)
 	while ((t = TAILQ_FIRST(&w->txns)) != NULL && t->committed &&
 	    t->left == 0) {
 		TAILQ_REMOVE(&w->txns, t, entry);
+		w->catchup_txns -= t->catchup;
 		if (t->end_lsn > w->confirmed)
 			w->confirmed = t->end_lsn;
 		free(t);
@@ -88,7 +89,7 @@ relay_wal_done(struct relay_wal *w, struct wal_ev *ev)
 	wal_ev_free(ev);
 	if (w->paused && w->held < WAL_MAX_HELD / 2) {
 		w->paused = 0;
-		wal_stream_pause(w->stream, 0);
+		wal_stream_pause(w->stream, w->catchup || w->stopping);
 	}
 	wal_confirm(w);
 }
@@ -259,14 +260,34 @@ wal_strndup(const char *p, size_t n)
 	return s;
 }
 
+void
+relay_wal_take_row(struct relay_wal *w, const struct wal_row *row)
+{
+	struct wal_ev	*ev = wal_ev_new();
+	char		*dest = NULL;
+
+	ev->row = ev->m.id = row->id;
+	log_debug("outbox row %" PRId64 " taken", ev->row);
+	ev->m.event_type = wal_strndup(row->type.p, row->type.len);
+	ev->m.key = wal_strndup(row->key.p, row->key.len);
+	ev->m.payload = wal_strndup(row->payload.p, row->payload.len);
+	ev->m.payload_len = row->payload.len;
+	ev->m.created_ms = row->created_ms;
+	if (row->dest.p != NULL)
+		dest = wal_strndup(row->dest.p, row->dest.len);
+	wal_take(w, ev, dest, row->headers.p, row->headers.len);
+	free(dest);
+}
+
 static void
 wal_on_insert(struct relay_wal *w, const struct pgo_msg *m)
 {
 	const struct pgo_value	*v = m->u.ins.vals;
-	struct wal_ev		*ev;
-	char			*dest = NULL, *end, id[24];
+	struct wal_row		 row;
+	char			*end, id[24];
 	int			 i;
 
+	memset(&row, 0, sizeof(row));
 	if (m->u.ins.oid != w->outbox_oid || w->outbox_oid == 0)
 		return;
 	for (i = 0; i < C_N; i++)
@@ -291,33 +312,20 @@ wal_on_insert(struct relay_wal *w, const struct pgo_msg *m)
 		goto bad;
 	memcpy(id, v[w->col[C_ID]].val.p, v[w->col[C_ID]].val.len);
 	id[v[w->col[C_ID]].val.len] = '\0';
-	ev = wal_ev_new();
-	ev->row = strtoll(id, &end, 10);
-	if (*end != '\0' || ev->row <= 0) {
-		free(ev);
+	row.id = strtoll(id, &end, 10);
+	if (*end != '\0' || row.id <= 0)
 		goto bad;
-	}
-	ev->m.id = ev->row;
-	log_debug("outbox row %" PRId64 " taken", ev->row);
-	ev->m.event_type = wal_strndup(v[w->col[C_TYPE]].val.p,
-	    v[w->col[C_TYPE]].val.len);
-	ev->m.key = wal_strndup(v[w->col[C_KEY]].val.p,
-	    v[w->col[C_KEY]].val.len);
-	ev->m.payload = wal_strndup(v[w->col[C_PAYLOAD]].val.p,
-	    v[w->col[C_PAYLOAD]].val.len);
-	ev->m.payload_len = v[w->col[C_PAYLOAD]].val.len;
-	ev->m.created_ms = wal_created_ms(&v[w->col[C_CREATED]]);
+	row.type = v[w->col[C_TYPE]].val;
+	row.key = v[w->col[C_KEY]].val;
+	row.payload = v[w->col[C_PAYLOAD]].val;
+	row.created_ms = wal_created_ms(&v[w->col[C_CREATED]]);
 	if (w->col[C_DEST] >= 0 && w->col[C_DEST] < m->u.ins.ncols &&
 	    v[w->col[C_DEST]].kind == 't')
-		dest = wal_strndup(v[w->col[C_DEST]].val.p,
-		    v[w->col[C_DEST]].val.len);
+		row.dest = v[w->col[C_DEST]].val;
 	if (w->col[C_HEADERS] >= 0 && w->col[C_HEADERS] < m->u.ins.ncols &&
 	    v[w->col[C_HEADERS]].kind == 't')
-		wal_take(w, ev, dest, v[w->col[C_HEADERS]].val.p,
-		    v[w->col[C_HEADERS]].val.len);
-	else
-		wal_take(w, ev, dest, NULL, 0);
-	free(dest);
+		row.headers = v[w->col[C_HEADERS]].val;
+	relay_wal_take_row(w, &row);
 	return;
 bad:
 	log_limited(&w->bad_limit, LOG_LEVEL_ERROR, "an outbox insert "
@@ -477,6 +485,40 @@ wal_on_keepalive(void *arg, uint64_t wal_end)
 	}
 }
 
+/*
+ * The catch-up: rows pending when the slot was created (table mode
+ * before, or a slot lost or dropped and made again) are never streamed;
+ * wal_on_created() marked them (claim -1) in the slot's exported
+ * snapshot, durably, so whichever relay streams next publishes them
+ * first, a page at a time, while the stream waits (so that a key's
+ * rows keep their order).  A row also in flight from the stream before
+ * a slot was lost is published twice: the duplicates are bounded by
+ * what was in flight.
+ */
+static void
+wal_catchup_next(struct relay_wal *w)
+{
+	int	n;
+
+	if (!w->catchup || w->catchup_txns > 0 || w->stopping)
+		return;
+	if ((n = relay_wal_catchup_load(w)) == -1)
+		return;			/* the next tick tries again */
+	if (n == 0) {
+		w->catchup = 0;
+		if (w->catchup_after > 0)
+			log_info("catch-up done: the rows pending before the "
+			    "slot are published");
+		wal_stream_pause(w->stream, w->paused || w->stopping);
+	}
+}
+
+static int
+wal_on_created(void *arg, const char *snapshot)
+{
+	return relay_wal_catchup_mark(arg, snapshot);
+}
+
 static void
 wal_on_state(void *arg, int up)
 {
@@ -487,10 +529,16 @@ wal_on_state(void *arg, int up)
 	if (!up)
 		w->cur = NULL;
 	metrics_wal_streaming(up);
+	if (up && !w->catchup) {
+		w->catchup = 1;
+		w->catchup_after = 0;
+		wal_stream_pause(w->stream, 1);
+		wal_catchup_next(w);
+	}
 }
 
 static const struct wal_stream_cb wal_cb = {
-	wal_on_msg, wal_on_keepalive, wal_on_state
+	wal_on_msg, wal_on_keepalive, wal_on_state, wal_on_created
 };
 
 /* ---- the worker ------------------------------------------------------ */
@@ -538,6 +586,7 @@ wal_on_tick(evutil_socket_t fd, short what, void *arg)
 	if (++w->ticks % (1000 / WAL_TICK_MS) == 0)
 		wal_lag(w);
 	relay_wal_record(w);
+	wal_catchup_next(w);
 	relay_wal_pump(w);
 }
 

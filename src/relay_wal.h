@@ -24,6 +24,7 @@ struct wal_txn {
 	int			 left;		/* events not done yet */
 	int			 seen;		/* events taken from it */
 	int64_t			 begun_us;	/* its Begin came (monotonic) */
+	int			 catchup;	/* rows of the catch-up */
 	TAILQ_ENTRY(wal_txn)	 entry;
 };
 
@@ -87,6 +88,10 @@ struct relay_wal {
 	struct log_limit	 db_limit;
 	struct log_limit	 lag_limit;	/* relay.wal_lag_warning */
 	int			 ticks;
+	int			 catchup;	/* catch-up under way: the
+						   stream waits */
+	int			 catchup_txns;	/* ... its pages in hand */
+	int64_t			 catchup_after;	/* ... the last id taken */
 };
 
 /* A publish call: the events and the messages the sink fills in (copies
@@ -109,6 +114,19 @@ void		 relay_wal_done(struct relay_wal *, struct wal_ev *);
  * table-less one is done (a failure is logged). */
 void		 relay_wal_finish(struct relay_wal *, struct wal_ev *);
 
+/* An outbox row to publish (strings not NUL-terminated, copied): from
+ * an Insert, or from the catch-up. */
+struct wal_row {
+	int64_t			 id;
+	struct pgo_str		 type, key, payload;
+	struct pgo_str		 dest;		/* p NULL: the default */
+	struct pgo_str		 headers;	/* p NULL: none */
+	int64_t			 created_ms;
+};
+
+/* Take row into the current transaction (w->cur). */
+void		 relay_wal_take_row(struct relay_wal *, const struct wal_row *);
+
 /* relay_wal_sink.c.  Hand each destination's next events to its free
  * calls: in commit order, skipping a key whose earlier event is at the
  * sink or waiting out a backoff. */
@@ -123,6 +141,13 @@ void		 relay_wal_record(struct relay_wal *);
 void		 relay_wal_record_now(struct relay_wal *);
 /* Close the connection. */
 void		 relay_wal_db_close(struct relay_wal *);
+/* Mark the rows pending in the slot's exported snapshot for the
+ * catch-up (claim -1), blocking.  0, or -1 (logged). */
+int		 relay_wal_catchup_mark(struct relay_wal *, const char *snapshot);
+/* Take the next page of rows marked for the catch-up, after id
+ * w->catchup_after, into a transaction of their own at the head: the
+ * number taken, or -1 (logged). */
+int		 relay_wal_catchup_load(struct relay_wal *);
 /* The normal connection (connecting if need be, blocking), or NULL. */
 struct pg_conn	*relay_wal_db(struct relay_wal *);
 

@@ -28,6 +28,8 @@
 #define WAL_ERROR_MAX	1000	/* bytes of last_error kept, as in table
 				   mode */
 #define WAL_RECORD_MAX	5000	/* rows per statement */
+#define WAL_STR_(x)	#x
+#define WAL_STR(x)	WAL_STR_(x)
 
 /* $1: a JSON array of {"id", "n" (attempts made), "err" (null: sent)}. */
 static const char relay_wal_record_sql[] =
@@ -204,6 +206,29 @@ relay_wal_record(struct relay_wal *w)
 	event_add(w->db_ev, NULL);
 }
 
+/* Wait (blocking) for the statement in flight, if any, and take its
+ * answer. */
+static void
+relay_wal_db_wait(struct relay_wal *w)
+{
+	if (w->nrecording == 0 || w->db == NULL)
+		return;
+	PQsetnonblocking(w->db, 0);
+	while (w->db != NULL && w->nrecording > 0 && PQisBusy(w->db) &&
+	    PQconsumeInput(w->db) == 1) {
+		struct timeval	tv = { 0, 10000 };
+		fd_set		rfds;
+
+		FD_ZERO(&rfds);
+		FD_SET(PQsocket(w->db), &rfds);
+		(void)select(PQsocket(w->db) + 1, &rfds, NULL, NULL, &tv);
+	}
+	if (w->db != NULL && w->nrecording > 0)
+		relay_wal_on_db(-1, EV_READ, w);
+	if (w->db != NULL)
+		PQsetnonblocking(w->db, 1);
+}
+
 void
 relay_wal_record_now(struct relay_wal *w)
 {
@@ -216,18 +241,145 @@ relay_wal_record_now(struct relay_wal *w)
 			relay_wal_record(w);
 		if (w->nrecording == 0)
 			return;
-		PQsetnonblocking(w->db, 0);
-		while (w->db != NULL && w->nrecording > 0 &&
-		    PQisBusy(w->db) && PQconsumeInput(w->db) == 1) {
-			struct timeval	tv = { 0, 10000 };
-			fd_set		rfds;
-
-			FD_ZERO(&rfds);
-			FD_SET(PQsocket(w->db), &rfds);
-			(void)select(PQsocket(w->db) + 1, &rfds, NULL, NULL,
-			    &tv);
-		}
-		if (w->db != NULL && w->nrecording > 0)
-			relay_wal_on_db(-1, EV_READ, w);
+		relay_wal_db_wait(w);
 	}
+}
+
+/* Run sql (blocking) expecting want: the result (caller clears), or
+ * NULL logged. */
+static PGresult *
+relay_wal_exec(struct relay_wal *w, const char *sql, int n,
+    const char *const *p, ExecStatusType want)
+{
+	PGresult	*res;
+	char		 why[512];
+
+	res = PQexecParams(w->db, sql, n, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(res) == want)
+		return res;
+	log_error("catch-up: %s", db_result_error(why, sizeof(why), res,
+	    w->db));
+	PQclear(res);
+	return NULL;
+}
+
+/*
+ * The rows pending in the snapshot the slot exported (read in it, in a
+ * repeatable-read transaction that imports it) committed before the
+ * slot's consistent point: marked claim = -1, only if still pending,
+ * after that transaction (an imported snapshot's transaction would fail
+ * on rows changed since).  A table-mode relay still running during a
+ * switch may claim one of them meanwhile: it publishes it, and so may
+ * the catch-up (a duplicate).
+ */
+int
+relay_wal_catchup_mark(struct relay_wal *w, const char *snapshot)
+{
+	PGresult	*res;
+	const char	*p[1];
+	char		 sql[128], *ids;
+	int64_t		*v;
+	int		 i, n;
+
+	if (strspn(snapshot, "0123456789ABCDEFabcdef-") != strlen(snapshot) ||
+	    strlen(snapshot) > 64 || relay_wal_db(w) == NULL)
+		return -1;
+	relay_wal_db_wait(w);
+	if (w->db == NULL)
+		return -1;
+	if ((res = relay_wal_exec(w, "BEGIN ISOLATION LEVEL REPEATABLE READ "
+	    "READ ONLY", 0, NULL, PGRES_COMMAND_OK)) == NULL)
+		return -1;
+	PQclear(res);
+	snprintf(sql, sizeof(sql), "SET TRANSACTION SNAPSHOT '%s'", snapshot);
+	if ((res = relay_wal_exec(w, sql, 0, NULL, PGRES_COMMAND_OK)) ==
+	    NULL || (PQclear(res), res = relay_wal_exec(w, "SELECT id FROM "
+	    "outbox WHERE status = 'pending'", 0, NULL, PGRES_TUPLES_OK)) ==
+	    NULL) {
+		PQclear(PQexec(w->db, "ROLLBACK"));
+		return -1;
+	}
+	n = PQntuples(res);
+	if ((v = reallocarray(NULL, n > 0 ? (size_t)n : 1, sizeof(*v))) ==
+	    NULL)
+		fatal("reallocarray");
+	for (i = 0; i < n; i++)
+		v[i] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+	PQclear(res);
+	PQclear(PQexec(w->db, "COMMIT"));
+	if ((ids = db_int8_array(v, n)) == NULL)
+		fatal("db_int8_array");
+	free(v);
+	p[0] = ids;
+	res = relay_wal_exec(w, "UPDATE outbox SET claim = -1 WHERE id = "
+	    "ANY($1::bigint[]) AND status = 'pending'", 1, p,
+	    PGRES_COMMAND_OK);
+	free(ids);
+	if (res == NULL)
+		return -1;
+	if (n > 0)
+		log_info("catch-up: %s row(s) were pending before slot %s "
+		    "existed: they are published first", PQcmdTuples(res),
+		    w->conf->relay.wal_slot);
+	PQclear(res);
+	return 0;
+}
+
+#define WAL_CATCHUP_PAGE	5000	/* rows a catch-up page takes */
+
+int
+relay_wal_catchup_load(struct relay_wal *w)
+{
+	struct wal_txn	*t;
+	struct wal_row	 row;
+	PGresult	*res;
+	const char	*p[1];
+	char		 after[24];
+	int		 i, n;
+
+	if (relay_wal_db(w) == NULL)
+		return -1;
+	relay_wal_db_wait(w);
+	if (w->db == NULL)
+		return -1;
+	snprintf(after, sizeof(after), "%" PRId64, w->catchup_after);
+	p[0] = after;
+	if ((res = relay_wal_exec(w, "SELECT id, event_type, ordering_key, "
+	    "payload::text, destination, headers::text, "
+	    "(1000 * extract(epoch FROM created_at))::bigint FROM outbox "
+	    "WHERE status = 'pending' AND claim = -1 AND id > $1::bigint "
+	    "ORDER BY id LIMIT " WAL_STR(WAL_CATCHUP_PAGE), 1, p,
+	    PGRES_TUPLES_OK)) == NULL)
+		return -1;
+	if ((n = PQntuples(res)) > 0) {
+		if ((t = calloc(1, sizeof(*t))) == NULL)
+			fatal("calloc");
+		t->committed = 1;
+		t->catchup = 1;
+		t->begun_us = clock_mono_us();
+		TAILQ_INSERT_HEAD(&w->txns, t, entry);
+		w->catchup_txns++;
+		w->cur = t;
+		for (i = 0; i < n; i++) {
+#define COL(c)	((struct pgo_str){ PQgetisnull(res, i, c) ? NULL :	\
+		    PQgetvalue(res, i, c), (size_t)PQgetlength(res, i, c) })
+			memset(&row, 0, sizeof(row));
+			row.id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+			row.type = COL(1);
+			row.key = COL(2);
+			row.payload = COL(3);
+			row.dest = COL(4);
+			row.headers = COL(5);
+			row.created_ms = strtoll(PQgetvalue(res, i, 6), NULL,
+			    10);
+#undef COL
+			relay_wal_take_row(w, &row);
+			w->catchup_after = row.id;
+		}
+		w->cur = NULL;
+		log_info("catch-up: publishing %d row(s) pending before the "
+		    "slot", n);
+	}
+	PQclear(res);
+	return n;
 }

@@ -62,6 +62,10 @@ struct wal_stream_cb {
 	/* Streaming started (up 1) or the stream was lost (up 0: what came
 	 * and was not confirmed comes again on the next stream). */
 	void	(*state)(void *arg, int up);
+	/* The slot was just created, exporting snapshot (its name): the
+	 * rows pending in it will never be streamed.  0, or -1 to drop the
+	 * slot again and retry later. */
+	int	(*created)(void *arg, const char *snapshot);
 };
 
 /*

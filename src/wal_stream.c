@@ -198,6 +198,56 @@ wal_exec(PGconn *conn, const char *sql, ExecStatusType want, char *state,
 }
 
 /*
+ * Create the slot, exporting its snapshot: the rows pending in it
+ * committed before the slot's consistent point and will never be
+ * streamed, so the owner marks them for the catch-up (relay_wal_db.c)
+ * while the snapshot still exists (until the next command on this
+ * connection).  If it cannot, the slot is dropped again: made without
+ * its catch-up, it would leave those rows behind for good.
+ */
+static int
+wal_create(struct wal_stream *s, char *err, size_t errlen)
+{
+	const struct conf	*c = s->conf;
+	char			 sql[256], why[256];
+	const char		*st;
+	PGresult		*res;
+	int			 rv;
+
+	snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL "
+	    "pgoutput EXPORT_SNAPSHOT", c->relay.wal_slot);
+	res = PQexec(s->conn, sql);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQnfields(res) < 3 ||
+	    PQntuples(res) != 1) {
+		st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		db_result_error(why, sizeof(why), res, s->conn);
+		PQclear(res);
+		/* Another relay made it meanwhile: its catch-up. */
+		if (st != NULL && strcmp(st, "42710") == 0)
+			return 0;
+		snprintf(err, errlen, "cannot create slot %s: %s",
+		    c->relay.wal_slot, why);
+		return -1;
+	}
+	rv = s->cb->created(s->arg, PQgetvalue(res, 0, 2));
+	PQclear(res);
+	if (rv == -1) {
+		snprintf(sql, sizeof(sql), "DROP_REPLICATION_SLOT %s",
+		    c->relay.wal_slot);
+		(void)wal_exec(s->conn, sql, PGRES_COMMAND_OK, NULL, why,
+		    sizeof(why));
+		snprintf(err, errlen, "created slot %s but could not mark the "
+		    "rows pending before it for the catch-up: dropped it "
+		    "again", c->relay.wal_slot);
+		return -1;
+	}
+	log_info("created logical replication slot %s (pgoutput); it is "
+	    "never dropped by outboxd itself: outboxctl wal-drop does it",
+	    c->relay.wal_slot);
+	return 0;
+}
+
+/*
  * The publication and the slot, created when missing.  A slot that
  * PostgreSQL invalidated (wal_status 'lost': max_slot_wal_keep_size) is
  * useless: dropped and made again, loudly; so is a slot that vanished
@@ -254,8 +304,8 @@ wal_setup(struct wal_stream *s, char *err, size_t errlen)
 		log_error("replication slot %s was invalidated by PostgreSQL "
 		    "(wal_status lost: the WAL it needed was removed, see "
 		    "max_slot_wal_keep_size): dropping it and creating it "
-		    "again; events committed meanwhile are not streamed and "
-		    "stay pending in the outbox for the table path",
+		    "again; rows committed meanwhile are published by the "
+		    "catch-up, table-less events committed meanwhile are lost",
 		    c->relay.wal_slot);
 		snprintf(sql, sizeof(sql), "DROP_REPLICATION_SLOT %s",
 		    c->relay.wal_slot);
@@ -268,26 +318,11 @@ wal_setup(struct wal_stream *s, char *err, size_t errlen)
 		have = 0;
 	} else if (!have && s->had_slot)
 		log_error("replication slot %s is gone (dropped behind "
-		    "outboxd's back?): creating it again; events committed "
-		    "meanwhile are not streamed and stay pending in the "
-		    "outbox for the table path", c->relay.wal_slot);
-	if (!have) {
-		snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL "
-		    "pgoutput NOEXPORT_SNAPSHOT", c->relay.wal_slot);
-		if (wal_exec(s->conn, sql, PGRES_TUPLES_OK, state, why,
-		    sizeof(why)) == -1) {
-			/* Another relay may have made it meanwhile. */
-			if (strcmp(state, "42710") != 0) {
-				snprintf(err, errlen, "cannot create slot %s: "
-				    "%s", c->relay.wal_slot, why);
-				return -1;
-			}
-		} else
-			log_info("created logical replication slot %s "
-			    "(pgoutput); it is never dropped by outboxd "
-			    "itself: outboxctl wal-drop does it",
-			    c->relay.wal_slot);
-	}
+		    "outboxd's back?): creating it again; rows committed "
+		    "meanwhile are published by the catch-up, table-less "
+		    "events committed meanwhile are lost", c->relay.wal_slot);
+	if (!have && wal_create(s, err, errlen) == -1)
+		return -1;
 	s->had_slot = 1;
 	return 0;
 }
