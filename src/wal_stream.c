@@ -47,6 +47,7 @@ struct wal_stream {
 	struct event		*read_ev;
 	struct event		*write_ev;	/* PQflush owes bytes */
 	struct event		*status_ev;
+	struct event		*soon_ev;	/* confirmed moved: report it */
 	struct event		*retry_ev;
 	struct pgo_msg		 msg;		/* decoded (large) */
 	uint64_t		 received;	/* end of the last XLogData */
@@ -547,7 +548,8 @@ wal_stream_new(struct event_base *base, const struct conf *c,
 	s->status_ev = event_new(base, -1, EV_PERSIST, wal_stream_on_status,
 	    s);
 	s->retry_ev = evtimer_new(base, wal_stream_on_retry, s);
-	if (s->status_ev == NULL || s->retry_ev == NULL ||
+	s->soon_ev = evtimer_new(base, wal_stream_on_status, s);
+	if (s->status_ev == NULL || s->retry_ev == NULL || s->soon_ev == NULL ||
 	    event_add(s->status_ev, &tv) == -1) {
 		wal_stream_free(s);
 		return NULL;
@@ -556,11 +558,17 @@ wal_stream_new(struct event_base *base, const struct conf *c,
 	return s;
 }
 
+/* A position confirmed goes to the server at the end of this turn of
+ * the loop, not only on the timer: a reader killed then makes its
+ * successor stream again only what was really not done. */
 void
 wal_stream_confirm(struct wal_stream *s, uint64_t lsn)
 {
-	if (lsn > s->confirmed)
-		s->confirmed = lsn;
+	if (lsn <= s->confirmed)
+		return;
+	s->confirmed = lsn;
+	if (s->streaming && !event_pending(s->soon_ev, EV_TIMEOUT, NULL))
+		event_active(s->soon_ev, EV_TIMEOUT, 1);
 }
 
 int
@@ -606,6 +614,8 @@ wal_stream_free(struct wal_stream *s)
 		event_free(s->status_ev);
 	if (s->retry_ev != NULL)
 		event_free(s->retry_ev);
+	if (s->soon_ev != NULL)
+		event_free(s->soon_ev);
 	if (s->conn != NULL)
 		PQfinish(s->conn);
 	free(s);
