@@ -62,6 +62,12 @@ find_victim() {
 }
 wait_until 15 "a SendMessageBatch of the reader held by the proxy" find_victim || true
 [ -n "$victim_ids" ] || die "no SendMessageBatch of the reader seen in flight"
+# The master is stopped over the kill, so that it cannot start a new relay
+# that takes the slot first: the standby must.
+standby_pid=$(awk -v p="$reader" '$2 != p { print $2 }' "$T_DIR/relays.before")
+master=$(proc_pid "$OUTBOXD_PIDFILE")
+kill -STOP "$master"
+on_exit "kill -CONT $master 2>/dev/null"
 kill -KILL "$reader"
 t_kill=$(now_ms)
 nvict=$(tr ',' '\n' <<<"$victim_ids" | grep -c .)
@@ -72,12 +78,18 @@ check_eq "right after the kill, the held rows are still pending" "$nvict" \
 taken_over() { [ "$(streamers)" -ge 2 ]; }
 wait_until 10 "another relay streaming" taken_over || true
 check "another relay streams the slot" taken_over
-t_over=$(grep 'msg="streaming slot outboxd' "$OUTBOXD_LOG" | sed -n 2p | sed 's/^time=\([^ ]*\).*/\1/')
-over_ms=$(( $(date -d "$t_over" +%s%3N) - t_kill ))
+t_over=$(grep 'msg="streaming slot outboxd' "$OUTBOXD_LOG" | sed -n 2p | sed 's/^time=\([^ ]*\).*/\1/' || true)
+over_ms=$(( $(date -d "${t_over:-2100-01-01}" +%s%3N) - t_kill ))
 say "takeover $over_ms ms after the kill"
 check "  ... within 5 s of the kill ($over_ms ms)" [ "$over_ms" -le 5000 ]
-check_eq "  ... from the slot's confirmed position: one reader active" 1 \
+new_reader=$(grep 'msg="streaming slot outboxd' "$OUTBOXD_LOG" | sed -n 2p | grep -o 'pid=[0-9]*' | cut -d= -f2 || true)
+check_eq "  ... the standby ($standby_pid)" "$standby_pid" "$new_reader"
+check_eq "  ... one reader active" 1 \
 	"$(sql "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'outboxd' AND active")"
+kill -CONT "$master"
+wait_until 10 "the master to start a relay in place of the killed one" \
+	test "$(relay_pids | wc -l)" -eq 2 || true
+check_eq "relays running after the master's restart of the killed one" 2 "$(relay_pids | wc -l)"
 
 wait "$ORDERS_BG_PID"
 say "POST /orders: $(orders_codes "$T_DIR/orders")"
