@@ -636,13 +636,8 @@ wal_dests_open(struct relay_wal *w)
 		d = &w->dests[i];
 		d->t.conf = c;
 		d->t.dest = &c->destinations[i];
-		d->sink = sink_of(d->t.dest->sink);
-		d->max_batch = d->t.dest->batch_size > 0 &&
-		    d->t.dest->batch_size < d->sink->max_batch ?
-		    d->t.dest->batch_size : d->sink->max_batch;
-		d->slots = d->t.dest->concurrency > 0 &&
-		    d->t.dest->concurrency < d->sink->slots ?
-		    d->t.dest->concurrency : d->sink->slots;
+		d->sink = relay_sink_limits(d->t.dest, &d->max_batch,
+		    &d->slots);
 		TAILQ_INIT(&d->q);
 	}
 }

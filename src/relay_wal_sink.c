@@ -132,37 +132,14 @@ relay_wal_pump(struct relay_wal *w)
 	}
 }
 
-/* Count a call's outcomes as relay_sink.c does for the table path. */
+/* Count a call's outcomes as the table path does. */
 static void
 wal_count(struct wal_chunk *ch)
 {
-	int64_t	now = clock_wall_us() / 1000, lat;
-	int	i, nsent = 0, why = -1, dest = metrics_dest(ch->d->t.dest);
-
-	metrics_sink_duration(dest, (uint64_t)(clock_mono_us() - ch->sink_us));
-	for (i = 0; i < ch->n; i++) {
-		const struct outbox_msg	*m = &ch->msgs[i];
-
-		if (m->outcome == SINK_SENT) {
-			nsent++;
-			lat = now - m->created_ms;
-			metrics_publish_latency(dest, lat > 0 ?
-			    (uint64_t)lat * 1000 : 0);
-			continue;
-		}
-		metrics_publish_failure(dest, m->reason);
-		metrics_published(dest, m->outcome == SINK_REJECTED ||
-		    m->attempts + 1 >= ch->w->conf->relay.max_attempts ?
-		    METRICS_PUBLISH_FAILED : METRICS_PUBLISH_RETRY, 1);
-		if (m->reason != SINK_REASON_REJECTED &&
-		    m->reason != SINK_REASON_TOO_LARGE)
-			why = m->reason;
-	}
-	metrics_published(dest, METRICS_PUBLISH_SENT, nsent);
-	if (nsent > 0)
-		metrics_sink_outcome(dest, 1, 0);
-	else if (why != -1)
-		metrics_sink_outcome(dest, 0, why);
+	metrics_sink_duration(metrics_dest(ch->d->t.dest),
+	    (uint64_t)(clock_mono_us() - ch->sink_us));
+	relay_sink_count_msgs(ch->w->conf, metrics_dest(ch->d->t.dest),
+	    ch->msgs, ch->n, clock_wall_us() / 1000);
 }
 
 static void
