@@ -586,6 +586,7 @@ wal_on_tick(evutil_socket_t fd, short what, void *arg)
 	if (++w->ticks % (1000 / WAL_TICK_MS) == 0)
 		wal_lag(w);
 	relay_wal_record(w);
+	relay_wal_pause_poll(w);
 	wal_catchup_next(w);
 	relay_wal_pump(w);
 }

@@ -35,6 +35,7 @@ struct wal_dest {
 	int			 max_batch;
 	int			 slots;
 	int			 at_sink;	/* calls in flight */
+	int			 paused;	/* outboxctl pause NAME */
 	TAILQ_HEAD(, wal_ev)	 q;		/* events for the sink, in
 						   commit order */
 };
@@ -80,6 +81,9 @@ struct relay_wal {
 	struct event		*db_ev;
 	struct wal_ev		**recording;	/* the statement's events */
 	int			 nrecording;
+	int			 polling;	/* ... or the pause query */
+	int			 paused_all;	/* outboxctl pause */
+	int64_t			 polled_us;	/* the last pause query */
 	struct event		*pump_ev;
 	struct event		*tick_ev;
 	struct event		*give_up;
@@ -137,6 +141,10 @@ void		 relay_wal_pump(struct relay_wal *);
  * connection, unless one is in flight; each event is done once it has
  * committed.  Connects (blocking) when there is no connection. */
 void		 relay_wal_record(struct relay_wal *);
+/* Ask, without waiting, which destinations outboxctl paused (and
+ * whether all are), at most every second, when the connection is free;
+ * the answer sets w->paused_all and each wal_dest's paused. */
+void		 relay_wal_pause_poll(struct relay_wal *);
 /* Record what is queued and wait (stopping). */
 void		 relay_wal_record_now(struct relay_wal *);
 /* Close the connection. */

@@ -31,6 +31,8 @@
 #define WAL_STR_(x)	#x
 #define WAL_STR(x)	WAL_STR_(x)
 
+static int	relay_wal_db_ready(struct relay_wal *);
+
 /* $1: a JSON array of {"id", "n" (attempts made), "err" (null: sent)}. */
 static const char relay_wal_record_sql[] =
 	"UPDATE outbox o SET "
@@ -69,6 +71,7 @@ relay_wal_db_close(struct relay_wal *w)
 	if (w->db != NULL)
 		PQfinish(w->db);
 	w->db = NULL;
+	w->polling = 0;
 	/* A statement lost with its connection: its rows again. */
 	for (i = w->nrecording - 1; i >= 0; i--) {
 		TAILQ_INSERT_HEAD(&w->recordq, w->recording[i], entry);
@@ -101,6 +104,53 @@ relay_wal_recorded(struct relay_wal *w, int ok)
 	free(evs);
 }
 
+/* The pause query's answer: a NULL row when everything is paused, then
+ * one row per paused destination. */
+static void
+relay_wal_paused(struct relay_wal *w, const PGresult *res)
+{
+	const struct conf_destination	*cd;
+	int				 i, was = w->paused_all;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return;			/* kept as they were */
+	w->paused_all = 0;
+	for (i = 0; i < w->n_dests; i++)
+		w->dests[i].paused = 0;
+	for (i = 0; i < PQntuples(res); i++) {
+		if (PQgetisnull(res, i, 0)) {
+			w->paused_all = 1;
+			continue;
+		}
+		if ((cd = conf_destination_find(w->conf, PQgetvalue(res, i,
+		    0))) != NULL)
+			w->dests[cd - w->conf->destinations].paused = 1;
+	}
+	if (was != w->paused_all)
+		log_info("publishing %s (outboxctl %s)", w->paused_all ?
+		    "paused" : "resumed", w->paused_all ? "pause" : "resume");
+	relay_wal_pump(w);
+}
+
+void
+relay_wal_pause_poll(struct relay_wal *w)
+{
+	int64_t	now = clock_mono_us();
+
+	if (w->nrecording > 0 || w->polling || now - w->polled_us < 1000000 ||
+	    relay_wal_db(w) == NULL || relay_wal_db_ready(w) == -1)
+		return;
+	w->polled_us = now;
+	if (PQsendQuery(w->db, "SELECT NULL::text WHERE (SELECT paused FROM "
+	    "outbox_control WHERE id = 1) UNION ALL SELECT destination FROM "
+	    "outbox_paused_destinations") != 1 || PQflush(w->db) == -1) {
+		relay_wal_db_close(w);
+		return;
+	}
+	w->polling = 1;
+	event_add(w->db_ev, NULL);
+}
+
 static void
 relay_wal_on_db(evutil_socket_t fd, short what, void *arg)
 {
@@ -120,6 +170,15 @@ relay_wal_on_db(evutil_socket_t fd, short what, void *arg)
 	}
 	if (PQisBusy(w->db))
 		return;
+	if (w->polling) {
+		while ((res = PQgetResult(w->db)) != NULL) {
+			relay_wal_paused(w, res);
+			PQclear(res);
+		}
+		w->polling = 0;
+		event_del(w->db_ev);
+		return;
+	}
 	while ((res = PQgetResult(w->db)) != NULL) {
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 			ok = 0;
@@ -175,18 +234,27 @@ relay_wal_param(struct relay_wal *w)
 	return text;
 }
 
+/* The connection's event, made once per connection. */
+static int
+relay_wal_db_ready(struct relay_wal *w)
+{
+	if (w->db_ev == NULL && ((w->db_ev = event_new(w->base,
+	    PQsocket(w->db), EV_READ | EV_PERSIST, relay_wal_on_db, w)) ==
+	    NULL || PQsetnonblocking(w->db, 1) == -1))
+		fatalx("event_new");
+	return 0;
+}
+
 void
 relay_wal_record(struct relay_wal *w)
 {
 	const char	*p[1];
 	char		*param, why[512];
 
-	if (w->nrecord == 0 || w->nrecording > 0 || relay_wal_db(w) == NULL)
+	if (w->nrecord == 0 || w->nrecording > 0 || w->polling ||
+	    relay_wal_db(w) == NULL)
 		return;
-	if (w->db_ev == NULL && ((w->db_ev = event_new(w->base,
-	    PQsocket(w->db), EV_READ | EV_PERSIST, relay_wal_on_db, w)) ==
-	    NULL || PQsetnonblocking(w->db, 1) == -1))
-		fatalx("event_new");
+	relay_wal_db_ready(w);
 	param = relay_wal_param(w);
 	p[0] = param;
 	if (PQsendQueryParams(w->db, relay_wal_record_sql, 1, NULL, p, NULL,
@@ -211,11 +279,11 @@ relay_wal_record(struct relay_wal *w)
 static void
 relay_wal_db_wait(struct relay_wal *w)
 {
-	if (w->nrecording == 0 || w->db == NULL)
+	if ((w->nrecording == 0 && !w->polling) || w->db == NULL)
 		return;
 	PQsetnonblocking(w->db, 0);
-	while (w->db != NULL && w->nrecording > 0 && PQisBusy(w->db) &&
-	    PQconsumeInput(w->db) == 1) {
+	while (w->db != NULL && (w->nrecording > 0 || w->polling) &&
+	    PQisBusy(w->db) && PQconsumeInput(w->db) == 1) {
 		struct timeval	tv = { 0, 10000 };
 		fd_set		rfds;
 
@@ -223,7 +291,7 @@ relay_wal_db_wait(struct relay_wal *w)
 		FD_SET(PQsocket(w->db), &rfds);
 		(void)select(PQsocket(w->db) + 1, &rfds, NULL, NULL, &tv);
 	}
-	if (w->db != NULL && w->nrecording > 0)
+	if (w->db != NULL && (w->nrecording > 0 || w->polling))
 		relay_wal_on_db(-1, EV_READ, w);
 	if (w->db != NULL)
 		PQsetnonblocking(w->db, 1);
@@ -237,8 +305,8 @@ relay_wal_record_now(struct relay_wal *w)
 	/* A statement in flight first, then the rest, a few at most. */
 	for (tries = 0; tries < 4 && (w->nrecording > 0 || w->nrecord > 0);
 	    tries++) {
-		if (w->nrecording == 0)
-			relay_wal_record(w);
+		relay_wal_db_wait(w);
+		relay_wal_record(w);
 		if (w->nrecording == 0)
 			return;
 		relay_wal_db_wait(w);

@@ -98,7 +98,8 @@ relay_wal_pump(struct relay_wal *w)
 		return;
 	for (i = 0; i < w->n_dests; i++) {
 		d = &w->dests[i];
-		if (d->at_sink >= d->slots || TAILQ_EMPTY(&d->q))
+		if (d->at_sink >= d->slots || TAILQ_EMPTY(&d->q) ||
+		    d->paused || w->paused_all)
 			continue;
 		ks.now++;
 		ch = NULL;
