@@ -238,8 +238,10 @@ main(int argc, char **argv)
 	}
 	if (conf->mode_warning != NULL)
 		log_warnx("%s", conf->mode_warning);
-	if (main_check_database(conf) == -1)
+	if (main_check_database(conf) == -1) {
+		conf_free(conf);
 		return OUTBOXD_EX_CONFIG;
+	}
 	if (conf->http.workers > 0 &&
 	    (listen_fd = main_listen(conf->http.host, conf->http.port)) == -1)
 		return 1;

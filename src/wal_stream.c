@@ -213,7 +213,7 @@ wal_create(struct wal_stream *s, char *err, size_t errlen)
 	char			 sql[256], why[256];
 	const char		*st;
 	PGresult		*res;
-	int			 rv;
+	int			 rv, exists;
 
 	snprintf(sql, sizeof(sql), "CREATE_REPLICATION_SLOT %s LOGICAL "
 	    "pgoutput EXPORT_SNAPSHOT", c->relay.wal_slot);
@@ -221,10 +221,11 @@ wal_create(struct wal_stream *s, char *err, size_t errlen)
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQnfields(res) < 3 ||
 	    PQntuples(res) != 1) {
 		st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		exists = st != NULL && strcmp(st, "42710") == 0;
 		db_result_error(why, sizeof(why), res, s->conn);
 		PQclear(res);
 		/* Another relay made it meanwhile: its catch-up. */
-		if (st != NULL && strcmp(st, "42710") == 0)
+		if (exists)
 			return 0;
 		snprintf(err, errlen, "cannot create slot %s: %s",
 		    c->relay.wal_slot, why);
