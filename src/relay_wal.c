@@ -50,23 +50,51 @@ static const char *const wal_col_names[C_N] = { "id", "event_type",
 	"ordering_key", "payload", "status", "created_at", "destination",
 	"headers" };
 
+/* The events of t still to be recorded no longer point at it. */
 static void
-wal_confirm(struct relay_wal *w)
+wal_txn_detach(struct relay_wal *w, const struct wal_txn *t)
+{
+	struct wal_ev	*ev;
+	int		 i;
+
+	TAILQ_FOREACH(ev, &w->recordq, entry)
+		if (ev->txn == t)
+			ev->txn = NULL;
+	for (i = 0; i < w->nrecording; i++)
+		if (w->recording[i]->txn == t)
+			w->recording[i]->txn = NULL;
+}
+
+/*
+ * Confirm the end of the oldest transactions that are done.  While the
+ * normal connection is down (w->db_down: PostgreSQL stopping or
+ * restarting, which waits for its logical walsender to have everything
+ * confirmed), a transaction whose events the sinks all acknowledged is
+ * confirmed before their rows are marked sent: the marks stay queued and
+ * are recorded once the connection is back, and only if outboxd itself
+ * dies meanwhile are those rows left pending (published, not marked).
+ * A permanent failure is always recorded first.
+ */
+void
+relay_wal_confirm(struct relay_wal *w)
 {
 	struct wal_txn	*t;
 
 	while ((t = TAILQ_FIRST(&w->txns)) != NULL && t->committed &&
-	    t->left == 0) {
+	    (t->left == 0 || (w->db_down && t->left == t->unmarked))) {
 		TAILQ_REMOVE(&w->txns, t, entry);
 		w->catchup_txns -= t->catchup;
 		if (t->end_lsn > w->confirmed)
 			w->confirmed = t->end_lsn;
+		if (t->left > 0)
+			wal_txn_detach(w, t);
 		free(t);
 	}
 	if (TAILQ_EMPTY(&w->txns) && w->cur == NULL &&
 	    w->idle_lsn > w->confirmed)
 		w->confirmed = w->idle_lsn;
-	wal_stream_confirm(w->stream, w->confirmed);
+	if (w->stream != NULL)
+		wal_stream_confirm(w->stream, w->confirmed);
 }
 
 static void
@@ -83,15 +111,18 @@ wal_ev_free(struct wal_ev *ev)
 void
 relay_wal_done(struct relay_wal *w, struct wal_ev *ev)
 {
-	if (ev->txn != NULL)
+	if (ev->txn != NULL) {
 		ev->txn->left--;
+		if (ev->row > 0 && ev->m.outcome == SINK_SENT)
+			ev->txn->unmarked--;
+	}
 	w->held--;
 	wal_ev_free(ev);
 	if (w->paused && w->held < WAL_MAX_HELD / 2) {
 		w->paused = 0;
 		wal_stream_pause(w->stream, w->catchup || w->stopping);
 	}
-	wal_confirm(w);
+	relay_wal_confirm(w);
 }
 
 /* An event failed for good or was sent: a row is recorded on the outbox
@@ -114,6 +145,8 @@ relay_wal_finish(struct relay_wal *w, struct wal_ev *ev)
 		    "dropped)");
 	}
 	if (ev->row > 0) {
+		if (ev->m.outcome == SINK_SENT && ev->txn != NULL)
+			ev->txn->unmarked++;
 		TAILQ_INSERT_TAIL(&w->recordq, ev, entry);
 		w->nrecord++;
 		return;
@@ -455,7 +488,7 @@ wal_on_msg(void *arg, const struct pgo_msg *m)
 		w->cur = NULL;
 		w->skip_txn = 0;
 		w->skip_events = 0;
-		wal_confirm(w);
+		relay_wal_confirm(w);
 		break;
 	case PGO_RELATION:
 		wal_on_relation(w, m);
@@ -481,7 +514,7 @@ wal_on_keepalive(void *arg, uint64_t wal_end)
 		log_debug("keepalive at %" PRIX64 ", nothing in hand",
 		    wal_end);
 		w->idle_lsn = wal_end;
-		wal_confirm(w);
+		relay_wal_confirm(w);
 	}
 }
 

@@ -23,6 +23,8 @@ struct wal_txn {
 	int			 committed;	/* its Commit came */
 	int			 left;		/* events not done yet */
 	int			 seen;		/* events taken from it */
+	int			 unmarked;	/* ... sent, their rows not yet
+						   marked */
 	int64_t			 begun_us;	/* its Begin came (monotonic) */
 	int			 catchup;	/* rows of the catch-up */
 	TAILQ_ENTRY(wal_txn)	 entry;
@@ -82,6 +84,8 @@ struct relay_wal {
 	struct wal_ev		**recording;	/* the statement's events */
 	int			 nrecording;
 	int			 polling;	/* ... or the pause query */
+	int			 db_down;	/* cannot connect: see
+						   relay_wal_confirm() */
 	int			 paused_all;	/* outboxctl pause */
 	int64_t			 polled_us;	/* the last pause query */
 	struct event		*pump_ev;
@@ -114,6 +118,8 @@ struct wal_chunk {
  * confirm what may be. */
 void		 relay_wal_done(struct relay_wal *, struct wal_ev *);
 
+/* Confirm the end of the oldest transactions that are done. */
+void		 relay_wal_confirm(struct relay_wal *);
 /* An event was sent or failed for good: a row's goes to be recorded, a
  * table-less one is done (a failure is logged). */
 void		 relay_wal_finish(struct relay_wal *, struct wal_ev *);

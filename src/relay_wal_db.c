@@ -55,8 +55,13 @@ relay_wal_db(struct relay_wal *w)
 		log_limited(&w->db_limit, LOG_LEVEL_WARN, "cannot connect to "
 		    "PostgreSQL to record published rows (trying again): %s",
 		    err);
+		if (!w->db_down) {
+			w->db_down = 1;
+			relay_wal_confirm(w);
+		}
 		return NULL;
 	}
+	w->db_down = 0;
 	return w->db;
 }
 
