@@ -390,10 +390,9 @@ relay_wal_catchup_mark(struct relay_wal *w, const char *snapshot)
 	free(ids);
 	if (res == NULL)
 		return -1;
-	if (n > 0)
-		log_info("catch-up: %s row(s) were pending before slot %s "
-		    "existed: they are published first", PQcmdTuples(res),
-		    w->conf->relay.wal_slot);
+	log_info("catch-up: %s row(s) were pending before slot %s existed: "
+	    "they are published first", PQcmdTuples(res),
+	    w->conf->relay.wal_slot);
 	PQclear(res);
 	return 0;
 }
