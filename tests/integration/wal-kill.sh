@@ -41,10 +41,6 @@ fault_ctl -X POST --data-binary "{\"mode\":\"delay\",\"ms\":$DELAY,\"actions\":[
 sql_orders burst- 10
 orders_post_bg "$T_DIR/orders" "$N" 0.15 kill
 
-owner_of_port() {
-	ss -tnpH state established "( dport = :$FP_PORT and sport = :$1 )" 2>/dev/null |
-		grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2
-}
 # a SendMessageBatch of the reader held by the proxy; victim_ids: every
 # batch it has there
 victim_ids=''
