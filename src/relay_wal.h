@@ -86,6 +86,7 @@ struct relay_wal {
 	int			 polling;	/* ... or the pause query */
 	int			 db_down;	/* cannot connect: see
 						   relay_wal_confirm() */
+	int64_t			 db_retry_us;	/* no connect before */
 	int			 paused_all;	/* outboxctl pause */
 	int64_t			 polled_us;	/* the last pause query */
 	struct event		*pump_ev;

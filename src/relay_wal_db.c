@@ -50,8 +50,13 @@ relay_wal_db(struct relay_wal *w)
 	if (w->db != NULL && PQstatus(w->db) == CONNECTION_OK)
 		return w->db;
 	relay_wal_db_close(w);
+	/* The connect blocks (up to connect_timeout): at most one a
+	 * second while the server is away. */
+	if (clock_mono_us() < w->db_retry_us)
+		return NULL;
 	if ((w->db = db_connect(w->conf->database, "relay", err,
 	    sizeof(err))) == NULL) {
+		w->db_retry_us = clock_mono_us() + 1000000;
 		log_limited(&w->db_limit, LOG_LEVEL_WARN, "cannot connect to "
 		    "PostgreSQL to record published rows (trying again): %s",
 		    err);
