@@ -3,7 +3,7 @@
 # wal_level = logical: the slot and publication are created on the first
 # start; of the two relays exactly one streams and the other stands by;
 # 200 orders through POST /orders are each fulfilled once and their
-# outbox rows all marked sent; 200 table-less events written with
+# outbox rows all marked sent, none handed over by the HTTP workers; 200 table-less events written with
 # pg_logical_emit_message() in 20 transactions reach their destination's
 # SQS queue once each with exactly the payload text written (key order
 # kept per ordering key); a message with bad JSON is logged, counted and
@@ -67,6 +67,10 @@ sql "SELECT id || E'\t' || customer_id || E'\t' || amount_cents FROM orders ORDE
 jq -r '.[] | [.orderId.S, .customerId.S, .amountCents.N] | @tsv' "$T_DIR/items.json" | LC_ALL=C sort >"$T_DIR/items.tsv"
 check "every item matches its order" cmp -s "$T_DIR/orders.tsv" "$T_DIR/items.tsv"
 check_queue_drained 20 "consumers to delete every message"
+metric() { curl -fsS --max-time 5 "$OUTBOXD_URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+check_eq "no order handed over to relay 1 (the HTTP workers skip the handoff in wal mode)" 0 \
+	"$(metric outboxd_handoff_rows_total)"
+check_eq "  ... and none written claimed" 0 "$(sql "SELECT count(*) FROM outbox WHERE first_claimed_at IS NOT NULL")"
 
 # ---- 200 table-less events ----
 # Payload texts as written, byte for byte (a number with a trailing zero,
@@ -108,7 +112,6 @@ sql "SELECT pg_logical_emit_message(true, 'other-prefix', 'not ours')" >/dev/nul
 bad_logged() { grep -q 'message with prefix \\"outbox\\" at .*not valid JSON.*skipped' "$OUTBOXD_LOG"; }
 wait_until 10 "the bad message logged" bad_logged || true
 check "a message with bad JSON: logged with its LSN and the reason" bad_logged
-metric() { curl -fsS --max-time 5 "$OUTBOXD_URL/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 check_eq "outboxd_wal_bad_messages_total" 1 "$(metric outboxd_wal_bad_messages_total)"
 check_eq "outboxd_wal_streaming" 1 "$(metric outboxd_wal_streaming)"
 sql "SELECT pg_logical_emit_message(true, 'outbox', '{\"destination\": \"events\", \"event_type\": \"wal.after\", \"ordering_key\": \"z\", \"payload\": \"after\"}')" >/dev/null
