@@ -142,6 +142,19 @@ check_eq "  ... slot and publication gone" "0 0" "$(sql "SELECT count(*) FROM pg
 out=$("$T_ROOT/outboxctl" -c "$T_DIR/outbox.conf" wal-drop 2>&1) && rc=0 || rc=$?
 check_eq "outboxctl wal-drop again: nothing to drop (exit status)" 1 "$rc"
 
+# ---- a role without REPLICATION, and no free slot ----
+sql "CREATE ROLE walnorep LOGIN" >/dev/null
+sed "s|^database = .*|database = \"postgresql://walnorep@127.0.0.1:$PGPORT/outboxd\"|" "$T_DIR/outbox.conf" >"$T_DIR/norep.conf"
+out=$("$T_ROOT/outboxd" -t -c "$T_DIR/norep.conf" 2>&1) && rc=0 || rc=$?
+check_eq "outboxd -t with a role without REPLICATION: exit status" 78 "$rc"
+check "  ... says what to change" grep -q 'needs the REPLICATION attribute, which role "walnorep" lacks: ALTER ROLE "walnorep" REPLICATION' <<<"$out"
+max=$(sql "SHOW max_replication_slots")
+for i in $(seq 1 "$max"); do sql "SELECT pg_create_logical_replication_slot('fill_$i', 'pgoutput')" >/dev/null; done
+out=$("$T_ROOT/outboxd" -t -c "$T_DIR/outbox.conf" 2>&1) && rc=0 || rc=$?
+check_eq "outboxd -t with every replication slot taken: exit status" 78 "$rc"
+check "  ... says what to change" grep -q "needs a free replication slot for \"outboxd\", and $max of $max are in use: raise max_replication_slots" <<<"$out"
+for i in $(seq 1 "$max"); do sql "SELECT pg_drop_replication_slot('fill_$i')" >/dev/null; done
+
 # ---- a server with wal_level = replica ----
 port2=$("$T_LIB/free-port" 1)
 "$T_LIB/pg-up.sh" "$T_DIR/pg2" "$port2" >/dev/null || die "second server did not start"
