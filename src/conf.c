@@ -337,6 +337,11 @@ static cfg_opt_t relay_opts[] = {
 	CFG_BOOL("handoff", cfg_true, CFGF_NONE),
 	CFG_INT("unready_after", 60000, CFGF_NONE),
 	CFG_STR("default_destination", NULL, CFGF_NONE),
+	CFG_STR("mode", "table", CFGF_NONE),		/* conf_wal.c */
+	CFG_STR("wal_slot", "outboxd", CFGF_NONE),
+	CFG_STR("wal_publication", "outboxd", CFGF_NONE),
+	CFG_STR("wal_message_prefix", "outbox", CFGF_NONE),
+	CFG_INT("wal_lag_warning", 1073741824, CFGF_NONE),
 	CFG_END()
 };
 
@@ -480,6 +485,7 @@ conf_set_validators(cfg_t *cfg)
 	cfg_set_validate_func(cfg, "sns|endpoint_url", conf_check_url);
 	cfg_set_validate_func(cfg, "pubsub|endpoint_url", conf_check_url);
 	conf_dest_validators(cfg);
+	conf_wal_validators(cfg);
 }
 
 static char *
@@ -617,6 +623,7 @@ conf_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 	c->relay.replay_rate = cfg_getint(r, "replay_rate");
 	c->relay.handoff = cfg_getbool(r, "handoff");
 	c->relay.unready_after = cfg_getint(r, "unready_after");
+	conf_wal_fill(r, c);
 	c->webhook.url = conf_strdup_or_null(cfg_getstr(w, "url"));
 	c->webhook.secret = conf_strdup_or_null(cfg_getstr(w, "secret"));
 	c->webhook.timeout = cfg_getint(w, "timeout");

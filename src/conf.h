@@ -141,4 +141,11 @@ int		 conf_dest_limits(int kind, int *max_batch, int *slots);
 /* Free the destinations of c. */
 void		 conf_dest_free(struct conf *);
 
+/* conf_wal.c.  Set the validate callbacks of relay.mode and the
+ * relay.wal_* keys on cfg (before the parse). */
+void		 conf_wal_validators(struct cfg_t *cfg);
+/* relay.mode and the relay.wal_* keys from the parsed relay section into
+ * c (validated already). */
+void		 conf_wal_fill(struct cfg_t *relay, struct conf *c);
+
 #endif /* OUTBOXD_CONF_H */

@@ -38,7 +38,10 @@ static void	http_wake_give_back(struct http_worker *, int64_t, int64_t);
 void
 http_wake_trigger_row(struct http_worker *w, const PGresult *res)
 {
-	w->notify_self = strcmp(PQgetvalue(res, 0, 0), "t") != 0;
+	/* relay.mode = "wal": the relays stream the inserts, nobody
+	 * listens. */
+	w->notify_self = w->conf->relay.mode != CONF_RELAY_WAL &&
+	    strcmp(PQgetvalue(res, 0, 0), "t") != 0;
 }
 
 int
@@ -153,7 +156,10 @@ http_wake_free(struct http_worker *w)
 int
 http_wake_take_handoff(struct http_worker *w, struct http_job *job)
 {
+	/* In relay.mode = "wal" nobody reads the socket: the row is
+	 * streamed. */
 	if (w->stopping || !w->conf->relay.handoff ||
+	    w->conf->relay.mode == CONF_RELAY_WAL ||
 	    w->conf->relay.workers <= 0 || !handoff_can_send() ||
 	    !http_wake_window_open(w))
 		return 0;

@@ -19,6 +19,7 @@
 #include <libpq-fe.h>
 
 #include "outboxd.h"
+#include "wal.h"
 
 #define MAIN_DEFAULT_CONF	SYSCONFDIR "/outbox.conf"
 #define MAIN_BACKLOG		511
@@ -126,6 +127,36 @@ main_check_database(const struct conf *c)
 	if (db_check_schema(conn, err, sizeof(err)) == -1) {
 		log_error("%s", err);
 		rv = -1;
+	} else if (c->relay.mode == CONF_RELAY_WAL && c->relay.workers > 0 &&
+	    wal_check(conn, c, err, sizeof(err)) == -1) {
+		log_error("%s", err);
+		rv = -1;
+	}
+	PQfinish(conn);
+	return rv;
+}
+
+/* -t with relay.mode = "wal": what the server must allow, where it can
+ * be asked.  0, or -1 (said on stderr). */
+static int
+main_test_wal(const struct conf *c)
+{
+	PGconn	*conn;
+	char	 err[1024];
+	int	 rv = 0;
+
+	if (c->relay.mode != CONF_RELAY_WAL || c->relay.workers <= 0)
+		return 0;
+	if ((conn = db_connect(c->database, "master", err,
+	    sizeof(err))) == NULL) {
+		fprintf(stderr, "outboxd: warning: cannot check the server for "
+		    "relay.mode = \"wal\" (wal_level, REPLICATION, a free "
+		    "slot): %s\n", err);
+		return 0;
+	}
+	if (wal_check(conn, c, err, sizeof(err)) == -1) {
+		fprintf(stderr, "outboxd: %s: %s\n", c->path, err);
+		rv = -1;
 	}
 	PQfinish(conn);
 	return rv;
@@ -179,6 +210,10 @@ main(int argc, char **argv)
 		return OUTBOXD_EX_CONFIG;
 	}
 	if (test) {
+		if (main_test_wal(conf) == -1) {
+			conf_free(conf);
+			return OUTBOXD_EX_CONFIG;
+		}
 		if (conf->mode_warning != NULL)
 			fprintf(stderr, "outboxd: warning: %s\n",
 			    conf->mode_warning);
@@ -207,8 +242,10 @@ main(int argc, char **argv)
 	}
 	if (conf->mode_warning != NULL)
 		log_warnx("%s", conf->mode_warning);
-	if (main_check_database(conf) == -1)
+	if (main_check_database(conf) == -1) {
+		conf_free(conf);
 		return OUTBOXD_EX_CONFIG;
+	}
 	if (conf->http.workers > 0 &&
 	    (listen_fd = main_listen(conf->http.host, conf->http.port)) == -1)
 		return 1;

@@ -336,6 +336,29 @@ metrics_handoff(int taken, int failed)
 }
 
 void
+metrics_wal_bad_message(void)
+{
+	if (metrics_shm != NULL)
+		ADD(&metrics_shm->wal_bad_messages, 1);
+}
+
+void
+metrics_wal_streaming(int up)
+{
+	if (metrics_shm != NULL)
+		ADD(&metrics_shm->wal_streaming, (int64_t)(up ? 1 : -1));
+}
+
+void
+metrics_wal_lag(int64_t bytes, int64_t oldest_ms)
+{
+	if (metrics_shm == NULL)
+		return;
+	STORE(&metrics_shm->wal_lag_bytes, bytes);
+	STORE(&metrics_shm->wal_oldest_ms, oldest_ms);
+}
+
+void
 metrics_set_workers(int up, int desired)
 {
 	if (metrics_shm == NULL)

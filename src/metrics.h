@@ -90,6 +90,10 @@ struct metrics_shm {
 	uint64_t	retention_errors;	/* its deletes that failed */
 	uint64_t	handoff_rows;		/* taken by relay 1 */
 	uint64_t	handoff_failed;		/* not handed over */
+	uint64_t	wal_bad_messages;	/* wal mode: skipped messages */
+	int64_t		wal_streaming;		/* wal mode: relays streaming */
+	int64_t		wal_lag_bytes;		/* ... the slot's lag */
+	int64_t		wal_oldest_ms;		/* ... oldest event not done */
 	uint64_t	accept_paused[METRICS_NPAUSE];
 	int64_t		workers_up;
 	int64_t		workers_desired;

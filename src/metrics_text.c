@@ -452,6 +452,25 @@ metrics_render(size_t *len)
 	    "Rows written already claimed that could not be handed to relay "
 	    "1; they are published when their lease ends.",
 	    LOAD(&m->handoff_failed));
+	metrics_counter(&b, "outboxd_wal_bad_messages_total",
+	    "relay.mode = \"wal\": logical decoding messages with the "
+	    "configured prefix skipped (bad JSON, not transactional).",
+	    LOAD(&m->wal_bad_messages));
+	metrics_family(&b, "outboxd_wal_streaming", "gauge",
+	    "relay.mode = \"wal\": relays streaming the slot (1: one reads, "
+	    "the others stand by).");
+	metrics_printf(&b, "outboxd_wal_streaming %" PRId64 "\n",
+	    LOAD(&m->wal_streaming));
+	metrics_family(&b, "outboxd_wal_slot_lag_bytes", "gauge",
+	    "relay.mode = \"wal\": bytes of WAL between the server's end and "
+	    "the slot's confirmed position, as the streaming relay saw them.");
+	metrics_printf(&b, "outboxd_wal_slot_lag_bytes %" PRId64 "\n",
+	    LOAD(&m->wal_lag_bytes));
+	metrics_family(&b, "outboxd_wal_oldest_unacked_seconds", "gauge",
+	    "relay.mode = \"wal\": age of the oldest streamed event not yet "
+	    "acknowledged and recorded (0: none).");
+	metrics_printf(&b, "outboxd_wal_oldest_unacked_seconds %.3f\n",
+	    (double)LOAD(&m->wal_oldest_ms) / 1000);
 done:
 	if (b.failed) {
 		free(b.s);

@@ -71,6 +71,9 @@ static const struct ctl_cmd ctl_cmds[] = {
 	  ctl_replay },
 	{ "replays", "[ID [--cancel]] [--limit N] [--json]",
 	  "list replays and their progress, or cancel one", -1, ctl_replays },
+	{ "wal-drop", "",
+	  "drop relay.mode = \"wal\"'s replication slot and publication "
+	  "(not while a relay streams it)", 0, ctl_wal_drop },
 	{ "fulfillment", "ORDER_ID",
 	  "print the DynamoDB fulfillment item of an order as JSON", 1,
 	  ctl_fulfillment },

@@ -22,5 +22,7 @@ int	ctl_pause(struct conf *, int, char **);
 int	ctl_resume(struct conf *, int, char **);
 int	ctl_replay(struct conf *, int, char **);
 int	ctl_replays(struct conf *, int, char **);
+/* outboxctl_wal.c */
+int	ctl_wal_drop(struct conf *, int, char **);
 
 #endif /* OUTBOXCTL_H */

@@ -68,6 +68,8 @@ struct pg_result;
 
 enum conf_sink { CONF_SINK_SQS, CONF_SINK_HTTP, CONF_SINK_SNS,
 	CONF_SINK_PUBSUB };
+/* relay.mode: claim rows with SQL, or stream them from the WAL. */
+enum conf_relay_mode { CONF_RELAY_TABLE, CONF_RELAY_WAL };
 
 /*
  * One place the relays publish to: a destination NAME {} section of
@@ -144,6 +146,13 @@ struct conf {
 		long	 unready_after;		/* ms the sink may fail every
 						   publish before /readyz
 						   says 503; 0 = never */
+		int	 mode;			/* enum conf_relay_mode */
+		char	 wal_slot[64];		/* replication slot (wal) */
+		char	 wal_publication[64];	/* its publication (wal) */
+		char	 wal_message_prefix[64]; /* pg_logical_emit_message
+						   prefix of events (wal) */
+		long	 wal_lag_warning;	/* bytes of slot lag before a
+						   warning; 0 = never */
 	} relay;
 
 	struct {
@@ -659,6 +668,15 @@ void		 metrics_retention(int failed, long n);
 void		 metrics_handoff(int taken, int failed);
 /* The master: running workers of the current generation, and wanted. */
 void		 metrics_set_workers(int up, int desired);
+/* relay.mode = "wal": a logical decoding message with our prefix that
+ * could not be published (bad JSON, not transactional); a relay started
+ * (up 1) or stopped streaming the slot. */
+void		 metrics_wal_bad_message(void);
+void		 metrics_wal_streaming(int up);
+/* The streaming relay's view of its slot: bytes of WAL between the
+ * server's end and the confirmed position, the age in ms of the oldest
+ * event not done (0: none). */
+void		 metrics_wal_lag(int64_t bytes, int64_t oldest_ms);
 /* An HTTP worker stopped accepting (enum metrics_accept_pause). */
 enum metrics_accept_pause { METRICS_PAUSE_DESCRIPTORS,
 	METRICS_PAUSE_MAX_CONNECTIONS, METRICS_NPAUSE };

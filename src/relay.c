@@ -29,6 +29,7 @@
 
 #include "relay.h"
 #include "creds.h"
+#include "wal.h"
 
 #define RELAY_MASTER_STOP_WAIT_MS 1000	/* relay 1 stopped by a SIGTERM: how
 					   long it waits for the master's
@@ -282,6 +283,8 @@ relay_main(struct conf *conf, int index)
 
 	log_init("relay", index);
 	proc_set_title("outboxd: relay %d", index);
+	if (conf->relay.mode == CONF_RELAY_WAL)
+		return relay_wal_main(conf, index);	/* relay_wal.c */
 	memset(&r, 0, sizeof(r));
 	r.conf = conf;
 	r.index = index;

@@ -225,6 +225,11 @@ void		 relay_mark_now(struct relay *);
  * retried after a backoff, or dead-lettered. */
 void		 relay_fail_record(struct relay *, const struct relay_chunk *ch,
 		    int i);
+/* Delay before attempt attempts + 1, in ms: relay.backoff_base doubled
+ * per attempt made, capped at relay.backoff_max, with jitter; a broker's
+ * Retry-After (ms, -1: none) wins when longer.  (relay_wal.c too.) */
+long		 relay_backoff(const struct conf *, int attempts,
+		    long retry_after);
 /* Record the sink's verdict for every message of ch. */
 void		 relay_record_outcomes(struct relay *, struct relay_chunk *ch);
 /* Give n claimed rows back unpublished (each only if still under its
@@ -235,6 +240,17 @@ int		 relay_claim_give_back(struct relay *, const int64_t *ids,
 
 /* ---- relay_sink.c: claimed rows to the sink, answers to outcomes ------ */
 
+/* The sink of destination cd, and the messages per call (*max_batch)
+ * and calls at once (*slots) it is published with: its settings within
+ * the sink's own limits.  (relay_wal_sink.c too.) */
+const struct sink *relay_sink_limits(const struct conf_destination *cd,
+		    int *max_batch, int *slots);
+/* Count a call's outcomes (msgs[0..n-1]) under metrics slot dest: sent
+ * with their latency at now (ms since the epoch), replayed, failed
+ * attempts by reason, retried or given up; then the sink's health for
+ * /readyz.  (relay_wal_sink.c too.) */
+void		 relay_sink_count_msgs(const struct conf *, int dest,
+		    const struct outbox_msg *msgs, int n, int64_t now);
 /* Set up the relay's destinations from its configuration. */
 void		 relay_sink_open(struct relay *);
 /* Add a claimed row (strings copied) to the chunk being filled for its

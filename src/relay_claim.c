@@ -136,7 +136,7 @@ relay_cost(int64_t *cost, int64_t took)
  * half random) so rows that failed together do not retry together.  A
  * broker's Retry-After wins when it asks for longer.
  */
-static long
+long
 relay_backoff(const struct conf *c, int attempts, long retry_after)
 {
 	long	d = c->relay.backoff_base;

@@ -53,6 +53,21 @@ relay_sink_mark_replay(struct outbox_header **hdr, int *n, int64_t replay)
 	(*n)++;
 }
 
+const struct sink *
+relay_sink_limits(const struct conf_destination *cd, int *max_batch,
+    int *slots)
+{
+	const struct sink	*sink = sink_of(cd->sink);
+
+	if (sink->max_batch < 1 || sink->max_batch > SINK_MAX_BATCH)
+		fatalx("sink %s: max_batch %d", sink->name, sink->max_batch);
+	*max_batch = cd->batch_size > 0 && cd->batch_size < sink->max_batch ?
+	    cd->batch_size : sink->max_batch;
+	*slots = cd->concurrency > 0 && cd->concurrency < sink->slots ?
+	    cd->concurrency : sink->slots;
+	return sink;
+}
+
 void
 relay_sink_open(struct relay *r)
 {
@@ -68,17 +83,8 @@ relay_sink_open(struct relay *r)
 		d = &r->dests[i];
 		d->t.conf = c;
 		d->t.dest = &c->destinations[i];
-		d->sink = sink_of(d->t.dest->sink);
-		if (d->sink->max_batch < 1 ||
-		    d->sink->max_batch > SINK_MAX_BATCH)
-			fatalx("sink %s: max_batch %d", d->sink->name,
-			    d->sink->max_batch);
-		d->max_batch = d->t.dest->batch_size > 0 &&
-		    d->t.dest->batch_size < d->sink->max_batch ?
-		    d->t.dest->batch_size : d->sink->max_batch;
-		d->slots = d->t.dest->concurrency > 0 &&
-		    d->t.dest->concurrency < d->sink->slots ?
-		    d->t.dest->concurrency : d->sink->slots;
+		d->sink = relay_sink_limits(d->t.dest, &d->max_batch,
+		    &d->slots);
 		d->cap = d->slots * d->max_batch * RELAY_DEST_CAP_PER_SLOT;
 		if (d->cap < c->relay.batch_size)
 			d->cap = c->relay.batch_size;
@@ -400,15 +406,15 @@ relay_sink_pump(struct relay *r)
  * Then tell /readyz whether the destination's sink works: a message
  * sent, or a failure of the sink's own (a message it refuses, or one
  * too large, says nothing about the sink). */
-static void
-relay_sink_count(struct relay *r, const struct relay_chunk *ch)
+void
+relay_sink_count_msgs(const struct conf *c, int dest,
+    const struct outbox_msg *msgs, int n, int64_t now)
 {
-	int64_t		now = ch->acked_us / 1000, lat;
+	int64_t		lat;
 	int		i, nsent = 0, nreplayed = 0, why = -1;
-	int		dest = metrics_dest(ch->dest->t.dest);
 
-	for (i = 0; i < ch->n; i++) {
-		const struct outbox_msg	*m = &ch->msgs[i];
+	for (i = 0; i < n; i++) {
+		const struct outbox_msg	*m = &msgs[i];
 
 		if (m->outcome == SINK_SENT && m->replay > 0) {
 			nreplayed++;
@@ -424,7 +430,7 @@ relay_sink_count(struct relay *r, const struct relay_chunk *ch)
 		}
 		metrics_publish_failure(dest, m->reason);
 		metrics_published(dest, m->outcome == SINK_REJECTED ||
-		    m->attempts + 1 >= r->conf->relay.max_attempts ?
+		    m->attempts + 1 >= c->relay.max_attempts ?
 		    METRICS_PUBLISH_FAILED : METRICS_PUBLISH_RETRY, 1);
 		if (m->reason != SINK_REASON_REJECTED &&
 		    m->reason != SINK_REASON_TOO_LARGE)
@@ -437,6 +443,13 @@ relay_sink_count(struct relay *r, const struct relay_chunk *ch)
 		metrics_sink_outcome(dest, 1, 0);
 	else if (why != -1)
 		metrics_sink_outcome(dest, 0, why);
+}
+
+static void
+relay_sink_count(struct relay *r, const struct relay_chunk *ch)
+{
+	relay_sink_count_msgs(r->conf, metrics_dest(ch->dest->t.dest),
+	    ch->msgs, ch->n, ch->acked_us / 1000);
 }
 
 static void

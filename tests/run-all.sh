@@ -52,6 +52,7 @@ else
 		webhook master-reload master-stop ops-admin relay-handoff
 		http-strict admin-strict json-strict config-destinations
 		ops-destinations idempotency headers sns)
+	SAN_SCENARIOS+=(wal-e2e wal-kill)	# relay.mode = "wal"
 fi
 for a in "$@"; do
 	case $a in

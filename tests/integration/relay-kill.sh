@@ -44,12 +44,6 @@ fault_ctl -X POST --data-binary "{\"mode\":\"delay\",\"ms\":$DELAY,\"actions\":[
 sql_orders burst- 10
 orders_post_bg "$T_DIR/orders" "$N" 0.15 kill
 
-# pid of the process owning the local end LPORT of a connection to the proxy
-owner_of_port() {
-	ss -tnpH state established "( dport = :$FP_PORT and sport = :$1 )" 2>/dev/null |
-		grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2
-}
-
 # find a SendMessageBatch held by the proxy whose client is a relay (the
 # largest batch, if several); victim_ids: every batch that relay has in
 # flight

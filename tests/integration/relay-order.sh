@@ -101,13 +101,16 @@ DECLARE
 	v_seq integer;
 BEGIN
 	IF p_insert_first THEN
-		-- the row (and its id) before the lock: ids need not follow commits
-		INSERT INTO outbox (event_type, ordering_key, payload)
-			VALUES ('test.seq', p_k, '{}') RETURNING id INTO v_id;
+		-- the row's id before the lock: ids need not follow commits.
+		-- (The row is written whole after it: relay.mode = "wal", see
+		-- wal-order.sh, publishes a row as inserted.)
+		v_id := nextval(pg_get_serial_sequence('outbox', 'id'));
 		PERFORM pg_sleep(random() * 0.004);
 		UPDATE seq_ctr SET seq = seq + 1 WHERE k = p_k RETURNING seq INTO v_seq;
-		UPDATE outbox SET payload = jsonb_build_object('key', p_k, 'seq', v_seq,
-			'writer', p_w, 'mode', 'insert-first') WHERE id = v_id;
+		INSERT INTO outbox (id, event_type, ordering_key, payload)
+			OVERRIDING SYSTEM VALUE
+			VALUES (v_id, 'test.seq', p_k, jsonb_build_object('key', p_k,
+				'seq', v_seq, 'writer', p_w, 'mode', 'insert-first'));
 	ELSE
 		UPDATE seq_ctr SET seq = seq + 1 WHERE k = p_k RETURNING seq INTO v_seq;
 		PERFORM pg_sleep(random() * 0.004);

@@ -10,6 +10,9 @@
 # As root the server runs as the OS user $PG_OS_USER (default postgres)
 # through runuser, because initdb refuses root; DIR must then be reachable
 # by that user (use /tmp, not /root).  Stop it with pg-down.sh DIR.
+# PG_WAL_LEVEL=logical (or replica) sets wal_level, with room for
+# replication slots and WAL senders (relay.mode = "wal"); unset: the
+# server's default, replica.
 set -euo pipefail
 DIR=${1:?usage: pg-up.sh DIR PORT}
 PORT=${2:?usage: pg-up.sh DIR PORT}
@@ -53,6 +56,9 @@ full_page_writes = off
 max_connections = 200
 shared_buffers = 128MB
 log_min_messages = warning
+${PG_WAL_LEVEL:+wal_level = $PG_WAL_LEVEL
+max_replication_slots = 10
+max_wal_senders = 10}
 ${PG_EXTRA_CONF:-}
 CONF
 

@@ -131,6 +131,13 @@ relay_pids() {
 	ps -e -o pid=,pgid=,args= | awk -v g="$pgid" '$2 == g && $3 == "outboxd:" && $4 == "relay" { print $5, $1 }'
 }
 
+# owner_of_port LPORT -- pid of the process owning the local end LPORT of a
+# connection to the fault proxy (port $FP_PORT)
+owner_of_port() {
+	ss -tnpH state established "( dport = :$FP_PORT and sport = :$1 )" 2>/dev/null |
+		grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2
+}
+
 fault_ctl() {
 	local path=
 	case ${1:-} in /*) path=$1; shift ;; esac

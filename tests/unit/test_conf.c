@@ -1026,11 +1026,56 @@ test_http_only(void **state)
 	conf_free(c);
 }
 
+/* relay.mode and the relay.wal_* keys: defaults, values, and errors
+ * with file and line. */
+static void
+test_wal_keys(void **state)
+{
+	struct conf	*c;
+	char		 err[512];
+
+	(void)state;
+	clear_env();
+	assert_int_equal(conf_load(write_conf("database = \"dbname=x\"\n"
+	    AWSOK), &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_int_equal(c->relay.mode, CONF_RELAY_TABLE);
+	assert_string_equal(c->relay.wal_slot, "outboxd");
+	assert_string_equal(c->relay.wal_publication, "outboxd");
+	assert_string_equal(c->relay.wal_message_prefix, "outbox");
+	assert_int_equal(c->relay.wal_lag_warning, 1073741824L);
+	conf_free(c);
+	assert_int_equal(conf_load(write_conf("database = \"dbname=x\"\n"
+	    AWSOK "relay {\n mode = \"wal\"\n wal_slot = \"s_1\"\n"
+	    " wal_publication = \"p2\"\n wal_message_prefix = \"app.ev\"\n"
+	    " wal_lag_warning = 0\n}\n"), &c, err, sizeof(err)), 0);
+	unlink(path);
+	assert_int_equal(c->relay.mode, CONF_RELAY_WAL);
+	assert_string_equal(c->relay.wal_slot, "s_1");
+	assert_string_equal(c->relay.wal_publication, "p2");
+	assert_string_equal(c->relay.wal_message_prefix, "app.ev");
+	assert_int_equal(c->relay.wal_lag_warning, 0);
+	conf_free(c);
+	expect_error("database = \"dbname=x\"\nrelay {\n\n mode = \"WAL\"\n}\n",
+	    4, "relay.mode = \"WAL\": expected \"table\" or \"wal\"");
+	expect_error("database = \"dbname=x\"\nrelay { wal_slot = \"a-b\" }\n",
+	    2, "relay.wal_slot: expected 1 to 63 lower-case letters");
+	expect_error("database = \"dbname=x\"\nrelay { wal_publication = "
+	    "\"x;DROP\" }\n", 2, "relay.wal_publication: expected");
+	expect_error("database = \"dbname=x\"\nrelay { wal_slot = \"\" }\n",
+	    2, "relay.wal_slot: expected");
+	expect_error("database = \"dbname=x\"\nrelay {\nwal_message_prefix = "
+	    "\"a b\" }\n", 3, "relay.wal_message_prefix: expected");
+	expect_error("database = \"dbname=x\"\nrelay {\nwal_lag_warning = -5 "
+	    "}\n", 3, "relay.wal_lag_warning = -5 is out of range");
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_good_file),
+		cmocka_unit_test(test_wal_keys),
 		cmocka_unit_test(test_defaults_and_env),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_glued_comment),
