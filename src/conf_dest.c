@@ -782,6 +782,18 @@ nomem:
 	return -1;
 }
 
+int
+conf_destinations_aws(const struct conf *c)
+{
+	int	i;
+
+	for (i = 0; i < c->n_destinations; i++)
+		if (c->destinations[i].sink == CONF_SINK_SQS ||
+		    c->destinations[i].sink == CONF_SINK_SNS)
+			return 1;
+	return 0;
+}
+
 const struct conf_destination *
 conf_destination_find(const struct conf *c, const char *name)
 {

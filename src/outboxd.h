@@ -263,6 +263,9 @@ long		 conf_sink_timeout(const struct conf *);
  * or NULL if outbox.conf has none of that name. */
 const struct conf_destination *conf_destination_find(const struct conf *,
 		    const char *name);
+/* 1 if a destination is AWS's (sqs, sns): a relay then needs AWS
+ * credentials; webhooks and Pub/Sub topics need none. */
+int		 conf_destinations_aws(const struct conf *);
 
 /* ---- clock.c: microseconds, monotonic for durations, wall for instants  */
 int64_t		 clock_mono_us(void);	/* CLOCK_MONOTONIC */

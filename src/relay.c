@@ -338,13 +338,9 @@ relay_main(struct conf *conf, int index)
 	/* Our own AWS credentials, fetched on our loop (creds.c), if a
 	 * destination is AWS's: a relay of webhooks and Pub/Sub topics
 	 * looks for none (and /readyz does not wait for them). */
-	for (i = 0; i < conf->n_destinations; i++)
-		if (conf->destinations[i].sink == CONF_SINK_SQS ||
-		    conf->destinations[i].sink == CONF_SINK_SNS) {
-			if (creds_start(r.base, conf, index, NULL) == -1)
-				return (OUTBOXD_EX_CONFIG);
-			break;
-		}
+	if (conf_destinations_aws(conf) &&
+	    creds_start(r.base, conf, index, NULL) == -1)
+		return (OUTBOXD_EX_CONFIG);
 	relay_kick(&r);			/* rows written while we were down */
 	event_base_dispatch(r.base);
 	relay_mark_now(&r);		/* what finished in the last turn */

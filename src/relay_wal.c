@@ -711,7 +711,6 @@ relay_wal_main(struct conf *conf, int index)
 	struct pg_conn		*db;
 	struct timeval		 tv = clock_tv(WAL_TICK_MS);
 	char			 err[512];
-	int			 i;
 
 	memset(&w, 0, sizeof(w));
 	w.conf = conf;
@@ -741,12 +740,10 @@ relay_wal_main(struct conf *conf, int index)
 		fatalx("event_add");
 	if (index == 1 && (w.retention = retention_new(w.base, conf)) == NULL)
 		fatalx("retention_new");
-	for (i = 0; i < conf->n_destinations; i++)
-		if (conf->destinations[i].sink != CONF_SINK_HTTP) {
-			if (creds_start(w.base, conf, index, NULL) == -1)
-				return OUTBOXD_EX_CONFIG;
-			break;
-		}
+	/* AWS credentials only for AWS's destinations (relay.c). */
+	if (conf_destinations_aws(conf) &&
+	    creds_start(w.base, conf, index, NULL) == -1)
+		return OUTBOXD_EX_CONFIG;
 	if ((w.stream = wal_stream_new(w.base, conf, &wal_cb, &w)) == NULL)
 		fatalx("wal_stream_new");
 	event_base_dispatch(w.base);
