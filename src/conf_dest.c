@@ -671,8 +671,12 @@ conf_dest_pubsub(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 
 	v = cfg_getstr(cfg_getsec(cfg, "pubsub"), "endpoint_url");
 	if (emu != NULL && *emu != '\0') {
+		v = strrchr(emu, ':');
 		if (strspn(emu, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"
-		    "TUVWXYZ0123456789.-:[]") != strlen(emu)) {
+		    "TUVWXYZ0123456789.-:[]") != strlen(emu) || v == NULL ||
+		    v == emu || v[1] == '\0' || strspn(v + 1, "0123456789") !=
+		    strlen(v + 1) || strlen(v + 1) > 5 || atoi(v + 1) < 1 ||
+		    atoi(v + 1) > 65535) {
 			snprintf(err, errlen, "%s=\"%s\": expected host:port "
 			    "(the Pub/Sub emulator's)", CONF_PUBSUB_EMULATOR,
 			    conf_dest_shown(emu, shown, sizeof(shown)));
@@ -706,8 +710,15 @@ conf_dest_gcp(struct conf *c, char *err, size_t errlen)
 	for (i = 0; i < c->n_destinations; i++)
 		if (c->destinations[i].sink == CONF_SINK_PUBSUB)
 			break;
-	if (i == c->n_destinations || c->pubsub.emulator)
+	if (i == c->n_destinations)
 		return 0;
+	if (c->pubsub.emulator) {
+		/* What outboxd -t says: none are looked for. */
+		snprintf(c->pubsub.source, sizeof(c->pubsub.source), "none, "
+		    "the Pub/Sub emulator at %s (%s)", c->pubsub.endpoint,
+		    CONF_PUBSUB_EMULATOR);
+		return 0;
+	}
 	if (gcp_adc_find(c->user, &c->pubsub.adc_file, c->pubsub.source,
 	    sizeof(c->pubsub.source), why, sizeof(why)) == -1) {
 		snprintf(err, errlen, "%s: %s", c->path, why);

@@ -232,6 +232,13 @@ check "the worked example's curl PUT makes the topic" \
 export PUBSUB_EMULATOR_HOST=127.0.0.1:$PROXY_PORT
 "$T_ROOT/outboxd" -t -c "$T_DIR/example.conf" >"$T_DIR/example-t.out" 2>&1 || true
 check "the worked example's file passes outboxd -t" grep -q "configuration OK" "$T_DIR/example-t.out"
+check "  ... and -t says no credentials are used, the emulator's address" \
+	grep -qF "Google credentials: none, the Pub/Sub emulator at http://127.0.0.1:$PROXY_PORT (PUBSUB_EMULATOR_HOST)" "$T_DIR/example-t.out"
+for e in localhost localhost:99999 :8085 'h:8o'; do
+	PUBSUB_EMULATOR_HOST=$e "$T_ROOT/outboxd" -t -c "$T_DIR/example.conf" >"$T_DIR/emu-bad.out" 2>&1 && rc=0 || rc=$?
+	check "PUBSUB_EMULATOR_HOST=$e refused by -t (exit $rc): $(head -1 "$T_DIR/emu-bad.out")" \
+		bash -c '[ "$1" = 78 ] && grep -q "expected host:port" "$2"' _ "$rc" "$T_DIR/emu-bad.out"
+done
 outboxd_start "$T_DIR/example.conf" outboxd-emu
 sql "INSERT INTO outbox (event_type, ordering_key, payload)
     VALUES ('order.created', 'o-1', '{\"orderId\": \"o-1\"}')"
