@@ -201,6 +201,14 @@ conf_aws_check(struct conf *c, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", c->path, v);
 		return -1;
 	}
+	/* The value is not shown: it may be anything, of any length. */
+	if (need_aws && c->aws.region != NULL &&
+	    !creds_region_ok(c->aws.region, strlen(c->aws.region))) {
+		snprintf(err, errlen, "%s: the region %s is not a region name "
+		    "(1 to 32 lower-case letters, digits and '-', such as "
+		    "us-east-1)", c->path, c->aws.region_from);
+		return -1;
+	}
 	return need_aws ? conf_aws_check_creds(c, err, errlen) : 0;
 }
 

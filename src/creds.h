@@ -143,6 +143,11 @@ int		 creds_plan_keys(struct creds_plan *, enum creds_kind,
 int		 creds_plan_container(struct creds_plan *, char *err,
 		    size_t errlen);
 int		 creds_plan_imds(struct creds_plan *, char *err, size_t errlen);
+/* 1 if s (n bytes) is a region name as AWS writes them ("us-east-1",
+ * "cn-north-1", "us-gov-west-1"): 1 to 32 lower-case letters, digits and
+ * '-'.  The region goes into endpoint host names (sqs.REGION.amazonaws.
+ * com): anything else could name another host. */
+int		 creds_region_ok(const char *s, size_t n);
 /* The IMDS base URL (AWS_EC2_METADATA_SERVICE_ENDPOINT, _MODE, else
  * 169.254.169.254), malloc'd; NULL with err "" when instance metadata is
  * off, NULL with err set when the endpoint is unusable. */

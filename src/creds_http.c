@@ -143,7 +143,7 @@ creds_http_reply(const struct httpc_response *resp, void *arg)
 	creds_region_cb		*region_done = ch->region_done;
 	const char		*what = creds_step_name(ch->step);
 	char			 err[300], region[64];
-	size_t			 n, i;
+	size_t			 n;
 
 	if (resp->curl_code != 0) {
 		snprintf(err, sizeof err, "%s: %s", what, resp->curl_error);
@@ -173,11 +173,7 @@ creds_http_reply(const struct httpc_response *resp, void *arg)
 	case STEP_REGION:
 		/* A region code: "us-east-1", "ap-southeast-2". */
 		n = strcspn(resp->body, "\r\n");
-		for (i = 0; i < n && (islower((unsigned char)resp->body[i]) ||
-		    isdigit((unsigned char)resp->body[i]) ||
-		    resp->body[i] == '-'); i++)
-			;
-		if (n == 0 || i != n || n >= sizeof region) {
+		if (!creds_region_ok(resp->body, n) || n >= sizeof region) {
 			snprintf(err, sizeof err, "%s: the answer is no region "
 			    "name", what);
 			goto fail;

@@ -21,6 +21,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,20 @@ creds_plan_container(struct creds_plan *p, char *err, size_t errlen)
 		return (-1);
 	}
 	return (0);
+}
+
+int
+creds_region_ok(const char *s, size_t n)
+{
+	size_t	i;
+
+	if (n == 0 || n > 32 || s[0] == '-' || s[n - 1] == '-')
+		return (0);
+	for (i = 0; i < n; i++)
+		if (!islower((unsigned char)s[i]) &&
+		    !isdigit((unsigned char)s[i]) && s[i] != '-')
+			return (0);
+	return (1);
 }
 
 char *

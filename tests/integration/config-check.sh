@@ -89,6 +89,16 @@ OUT=$(AWS_REGION=eu-west-1 AWS_ACCESS_KEY_ID=AKIDENV AWS_SECRET_ACCESS_KEY=env-s
 check_eq "shipped etc/outbox.conf (+ AWS_* env): exit status" 0 "$RC"
 check "shipped etc/outbox.conf: \"configuration OK\" (got: ${OUT:0:200})" grep -q 'configuration OK' <<<"$OUT"
 
+# A region goes into endpoint host names (sqs.REGION.amazonaws.com): one
+# that is no region name could name another host; refused, not shown.
+for r in 'evil.example/x?' 'us east 1' 'x@127.0.0.1:9/' 'US-EAST-1' "$(printf 'r%.0s' $(seq 40))"; do
+	RC=0
+	OUT=$(env -u AWS_DEFAULT_REGION AWS_REGION="$r" AWS_ACCESS_KEY_ID=AKIDENV AWS_SECRET_ACCESS_KEY=env-secret \
+		AWS_EC2_METADATA_DISABLED=true timeout 20 "$OUTBOXD" -t -c "$T_ROOT/etc/outbox.conf" 2>&1) || RC=$?
+	check "AWS_REGION='${r:0:20}' refused (exit $RC), naming where it came from, not its value: ${OUT:0:160}" \
+		bash -c '[ "$1" = 78 ] && grep -q "the region from AWS_REGION is not a region name" <<<"$2" && ! grep -qF -- "$3" <<<"$2"' _ "$RC" "$OUT" "$r"
+done
+
 # ---- database without the schema ---------------------------------------------
 PGP=$("$T_LIB/free-port")
 on_exit "'$T_LIB/pg-down.sh' '$T_DIR/pg' >/dev/null"
