@@ -56,7 +56,10 @@ creds_process_clear(int kill_it)
 	if (cp.fd != -1)
 		close(cp.fd);
 	if (cp.pid > 0 && kill_it) {
-		kill(cp.pid, SIGKILL);
+		/* The command's children too (its process group), or a
+		 * "sh -c" killed would leave them to run on. */
+		if (kill(-cp.pid, SIGKILL) == -1)
+			kill(cp.pid, SIGKILL);
 		while (waitpid(cp.pid, &st, 0) == -1 && errno == EINTR)
 			;
 	}
@@ -200,6 +203,9 @@ creds_process_fetch(struct event_base *base, const char *command,
 		cp.pid = -1;
 		return (-1);
 	case 0:
+		/* A group of its own, so that a hung command goes with all it
+		 * started (creds_process_end()'s kill of the group). */
+		(void)setpgid(0, 0);
 		/* The worker's blocked signals and handlers are its own. */
 		sigemptyset(&all);
 		sigprocmask(SIG_SETMASK, &all, NULL);
@@ -216,6 +222,7 @@ creds_process_fetch(struct event_base *base, const char *command,
 		execl("/bin/sh", "sh", "-c", command, (char *)NULL);
 		_exit(127);
 	}
+	(void)setpgid(cp.pid, cp.pid);	/* before any kill of the group */
 	close(fds[1]);
 	cp.fd = fds[0];
 	cp.done = done;

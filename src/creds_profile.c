@@ -15,7 +15,10 @@
  */
 #include "config.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,10 +80,28 @@ creds_trim(char *s)
 	return (s);
 }
 
+/* The most a shared config or credentials file may hold: a large
+ * organisation's has a few hundred profiles, tens of KiB. */
+#define CREDS_INI_MAX	(1024 * 1024)
+
+/* creds_ini_read()'s errno in words. */
+static const char *
+creds_ini_error(int e)
+{
+	if (e == EINVAL)
+		return ("not a regular file");
+	if (e == EFBIG)
+		return ("larger than 1 MiB");
+	return (strerror(e));
+}
+
 /*
  * Read section sect (or alt, unless NULL) of the INI file at path into
  * vals[] for the keys not set yet.  Returns 1 if the section is there, 0
- * if not (or the file does not exist), -1 if the file cannot be read.
+ * if not (or the file does not exist, or is a character device such as
+ * /dev/null: read as empty), -1 if the file cannot be read (errno: EISDIR
+ * a directory, EINVAL another kind -- a FIFO would block the start --,
+ * EFBIG over CREDS_INI_MAX).
  */
 static int
 creds_ini_read(const char *path, const char *sect, const char *alt,
@@ -91,8 +112,31 @@ creds_ini_read(const char *path, const char *sect, const char *alt,
 	size_t	 cap = 0;
 	int	 in = 0, found = 0, i;
 
-	if ((f = fopen(path, "r")) == NULL)
+	struct stat	 st;
+	int		 fd;
+
+	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) == -1)
 		return (errno == ENOENT ? 0 : -1);
+	if (fstat(fd, &st) == -1)
+		i = errno;
+	else if (S_ISCHR(st.st_mode)) {
+		close(fd);
+		return (0);
+	} else if (S_ISDIR(st.st_mode))
+		i = EISDIR;
+	else if (!S_ISREG(st.st_mode))
+		i = EINVAL;
+	else if (st.st_size > CREDS_INI_MAX)
+		i = EFBIG;
+	else if ((f = fdopen(fd, "r")) == NULL)
+		i = errno;
+	else
+		i = 0;
+	if (i != 0) {
+		close(fd);
+		errno = i;
+		return (-1);
+	}
 	while (getline(&line, &cap, f) != -1) {
 		/* Indented lines continue a nested key (s3 = ...). */
 		if (line[0] == ' ' || line[0] == '\t')
@@ -146,7 +190,7 @@ creds_profile_read(const char *profile, const char *user, char *vals[NKEYS],
 	a = *cpath != NULL ? creds_ini_read(*cpath, profile, NULL, vals) : 0;
 	if (a == -1) {
 		snprintf(err, errlen, "cannot read the shared credentials file "
-		    "%s: %s", *cpath, strerror(errno));
+		    "%s: %s", *cpath, creds_ini_error(errno));
 		return (-1);
 	}
 	*in_c = vals[K_SECRET] != NULL || vals[K_PROCESS] != NULL;
@@ -154,7 +198,7 @@ creds_profile_read(const char *profile, const char *user, char *vals[NKEYS],
 	    strcmp(profile, "default") == 0 ? "default" : NULL, vals) : 0;
 	if (b == -1) {
 		snprintf(err, errlen, "cannot read the shared config file %s: "
-		    "%s", *fpath, strerror(errno));
+		    "%s", *fpath, creds_ini_error(errno));
 		return (-1);
 	}
 	return (a || b);

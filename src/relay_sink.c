@@ -385,9 +385,13 @@ relay_sink_pump(struct relay *r)
 		TAILQ_INSERT_TAIL(&r->at_sinkq, ch, entry);
 		if (d->sink->publish(r->httpc, &d->t, ch->msgs, ch->n,
 		    relay_sink_answered, ch) == -1) {
-			/* Not started: the lease brings the rows back. */
-			log_warnx("destination %s: could not start a publish "
-			    "of %d message(s)", d->t.dest->name, ch->n);
+			/* Not started (no AWS credentials yet, say: creds.c
+			 * says why): the lease brings the rows back.  One
+			 * line per LOG_LIMIT_MS, not one per chunk. */
+			log_limited(&d->t.call_limit, LOG_LEVEL_WARN,
+			    "destination %s: could not start a publish of %d "
+			    "message(s); their lease brings them back",
+			    d->t.dest->name, ch->n);
 			TAILQ_REMOVE(&r->at_sinkq, ch, entry);
 			r->at_sink--;
 			d->at_sink--;

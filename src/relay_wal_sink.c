@@ -70,8 +70,9 @@ wal_send(struct relay_wal *w, struct wal_chunk *ch)
 	w->at_sink++;
 	if (d->sink->publish(w->httpc, &d->t, ch->msgs, ch->n, wal_answered,
 	    ch) == -1) {
-		log_warnx("destination %s: could not start a publish of %d "
-		    "message(s)", d->t.dest->name, ch->n);
+		log_limited(&d->t.call_limit, LOG_LEVEL_WARN, "destination "
+		    "%s: could not start a publish of %d message(s); retried",
+		    d->t.dest->name, ch->n);
 		for (i = 0; i < ch->n; i++) {
 			ch->msgs[i].outcome = SINK_RETRY;
 			ch->msgs[i].reason = SINK_REASON_OTHER;

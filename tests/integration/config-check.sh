@@ -89,6 +89,18 @@ OUT=$(AWS_REGION=eu-west-1 AWS_ACCESS_KEY_ID=AKIDENV AWS_SECRET_ACCESS_KEY=env-s
 check_eq "shipped etc/outbox.conf (+ AWS_* env): exit status" 0 "$RC"
 check "shipped etc/outbox.conf: \"configuration OK\" (got: ${OUT:0:200})" grep -q 'configuration OK' <<<"$OUT"
 
+# Shared config files that are no regular file, or too large: refused at
+# once (a FIFO blocked -t, /dev/zero ate the memory), naming the file.
+mkdir -p "$T_DIR/cfgdir"; mkfifo "$T_DIR/cfgfifo"; truncate -s 2M "$T_DIR/cfgbig"
+for f in "cfgdir:Is a directory" "cfgfifo:not a regular file" "cfgbig:larger than 1 MiB"; do
+	RC=0
+	OUT=$(env -u AWS_ACCESS_KEY_ID AWS_REGION=eu-west-1 AWS_PROFILE=x AWS_CONFIG_FILE="$T_DIR/${f%%:*}" \
+		AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true \
+		timeout 10 "$OUTBOXD" -t -c "$T_ROOT/etc/outbox.conf" 2>&1) || RC=$?
+	check "AWS_CONFIG_FILE=${f%%:*}: refused at once (exit $RC): ${OUT:0:200}" \
+		bash -c '[ "$1" = 78 ] && grep -qF "cannot read the shared config file $2: $3" <<<"$4"' _ "$RC" "$T_DIR/${f%%:*}" "${f#*:}" "$OUT"
+done
+
 # A region goes into endpoint host names (sqs.REGION.amazonaws.com): one
 # that is no region name could name another host; refused, not shown.
 for r in 'evil.example/x?' 'us east 1' 'x@127.0.0.1:9/' 'US-EAST-1' "$(printf 'r%.0s' $(seq 40))"; do

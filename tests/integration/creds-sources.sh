@@ -153,6 +153,20 @@ check "process: two rotations and more during the run (3+ sets minted)" \
 	[ $(($(wc -l <"$T_DIR/issued") - issued0)) -ge 6 ]
 check "process: renewed (2+ fetches per worker)" \
 	[ "$(grep -c 'AWS credentials from credential_process' "$T_DIR/outboxd-process.log" || true)" -ge 4 ]
+# A credential_process that hangs, with a child of its own: the stop
+# ends the command's whole process group, nothing is left running.
+cat >"$T_DIR/config-hang" <<'EOF2'
+[profile hang]
+credential_process = sh -c 'sleep 297 & sleep 298; wait'
+EOF2
+AWS_CONFIG_FILE=$T_DIR/config-hang AWS_PROFILE=hang outboxd_start "$T_DIR/outbox.conf" outboxd-hang
+_hung() { pgrep -f 'sleep 29[78]' >/dev/null; }
+wait_until 10 "hang: the command and its child run" _hung || true
+check "hang: the command and its child run" _hung
+outboxd_stop
+wait_until 5 "hang: nothing of the command left" bash -c '! pgrep -f "sleep 29[78]" >/dev/null' || true
+check_eq "hang: processes of the hung command left after the stop" 0 "$(pgrep -fc 'sleep 29[78]' || true)"
+pkill -f 'sleep 29[78]' 2>/dev/null || true
 unset AWS_PROFILE AWS_CONTAINER_CREDENTIALS_FULL_URI
 export AWS_CONFIG_FILE=$T_DIR/no-config
 
@@ -189,6 +203,8 @@ cp "$T_DIR/readyz.json" "$T_DIR/readyz-outage.json"
 add_log "$T_DIR/readyz-outage.json"
 lines=$(grep -c 'no AWS credentials from container credentials' "$T_DIR/outboxd-relative.log" || true)
 check "outage: the log line is rate-limited (at most 10, got $lines)" [ "$lines" -le 10 ]
+lines=$(grep -c 'could not start a publish' "$T_DIR/outboxd-relative.log" || true)
+check "outage: the relays' publishes not started are rate-limited too (at most 10 lines, got $lines)" [ "$lines" -le 10 ]
 creds_standin_start "$CREDS_PORT"
 say "stand-in back"
 phase_check outage 20
