@@ -172,7 +172,8 @@ consumer_retry_cb(evutil_socket_t fd, short what, void *arg)
 	consumer_next(arg);
 }
 
-/* A receive failed: log once per distinct error, then wait and retry. */
+/* A receive failed: log once per distinct error (why NULL: no AWS
+ * credentials yet, which creds.c reports), then wait and retry. */
 static void
 consumer_receive_failed(struct consumer *c, const char *why)
 {
@@ -181,7 +182,10 @@ consumer_receive_failed(struct consumer *c, const char *why)
 
 	c->fails++;
 	delay = consumer_backoff(c->fails);
-	if (strcmp(why, c->last_error) != 0) {
+	if (why == NULL)
+		log_debug("ReceiveMessage waits for AWS credentials (retry in "
+		    "%ld ms)", delay);
+	else if (strcmp(why, c->last_error) != 0) {
 		log_warnx("ReceiveMessage failed (retrying with backoff up "
 		    "to %ld ms%s): %s", CONSUMER_BACKOFF_MAX,
 		    strstr(why, "QueueDoesNotExist") != NULL ?
@@ -569,7 +573,7 @@ consumer_received(const struct aws_result *res, void *arg)
 		consumer_receive_failed(c, "malformed ReceiveMessage reply");
 		return;
 	}
-	if (c->fails > 0)
+	if (c->fails > 0 && c->last_error[0] != '\0')
 		log_info("ReceiveMessage works again after %d failures",
 		    c->fails);
 	c->fails = 0;
@@ -604,8 +608,11 @@ consumer_receive(struct consumer *c)
 	timeout = c->conf->consumer.wait_time * 1000L + CONSUMER_POLL_MARGIN;
 	if (aws_call(c->hc, c->conf, AWS_SQS, "ReceiveMessage", body, len,
 	    timeout, consumer_received, c, NULL) == -1) {
+		char	st[8];
+
 		free(body);
-		consumer_receive_failed(c, "request not started");
+		consumer_receive_failed(c, strcmp(creds_state(st, sizeof st),
+		    "ok") != 0 ? NULL : "request not started");
 		return;
 	}
 	free(body);

@@ -509,6 +509,12 @@ creds_current(const char **akid, const char **secret, const char **token)
 	if (!cs.started)
 		log_limited(&cs.limit, LOG_LEVEL_WARN, "no AWS credentials: "
 		    "the credential chain is not running");
+	else if (cs.failures == 0 && !cs.have)
+		/* The first fetch is under way: a start, nothing wrong yet
+		 * (creds_failed() warns if it fails). */
+		log_debug("no AWS %s yet: the first fetch (%s) is under way; "
+		    "calls wait", cs.region == NULL ? "region" : "credentials",
+		    cs.region == NULL ? cs.plan.region_url : desc);
 	else if (cs.region == NULL)
 		log_limited(&cs.limit, LOG_LEVEL_WARN, "no AWS region from "
 		    "instance metadata (%s) yet; calls wait: %s",

@@ -176,8 +176,9 @@ void		 creds_stop(void);
  * The credentials to sign a request with now, valid until the next
  * return to the event loop; *token NULL if there is none.  Returns -1
  * when there are none that are valid (not yet fetched, or expired and not
- * renewed): then one rate-limited line says why, and the caller fails its
- * call as retryable.
+ * renewed): then one rate-limited line says why (a debug line while the
+ * first fetch is under way and nothing has failed: a normal start), and
+ * the caller fails its call as retryable.
  */
 int		 creds_current(const char **access_key_id,
 		    const char **secret_access_key, const char **token);

@@ -153,6 +153,8 @@ check "process: two rotations and more during the run (3+ sets minted)" \
 	[ $(($(wc -l <"$T_DIR/issued") - issued0)) -ge 6 ]
 check "process: renewed (2+ fetches per worker)" \
 	[ "$(grep -c 'AWS credentials from credential_process' "$T_DIR/outboxd-process.log" || true)" -ge 4 ]
+check "process: a start whose first fetch works warns of nothing (no credentials line, no ReceiveMessage failure)" \
+	bash -c '! grep -E "level=warn.*(no AWS credentials|ReceiveMessage failed)" "$1"' _ "$T_DIR/outboxd-process.log"
 # A credential_process that hangs, with a child of its own: the stop
 # ends the command's whole process group, nothing is left running.
 cat >"$T_DIR/config-hang" <<'EOF2'
@@ -192,8 +194,11 @@ orders_post_bg "$T_DIR/orders-outage" 20 0.2 outage
 wait "$ORDERS_BG_PID"
 _creds_503() { [ "$(creds_ready_json)" = 503 ]; }
 wait_until 10 "outage: /readyz 503" _creds_503 || true
-check "outage: the workers log that they have no credentials (expired, server down)" \
-	grep -q 'no AWS credentials from container credentials' "$T_DIR/outboxd-relative.log"
+# (The lines of the outage itself: a start whose first fetch works logs
+# none, see the process phase.)
+OUTAGE_RE='renewing the AWS credentials from container credentials .* failed|AWS credentials from container credentials .* (expired [0-9]+ s ago|\(retry in)'
+check "outage: the workers log that renewing failed, then that they have no credentials" \
+	grep -qE "$OUTAGE_RE" "$T_DIR/outboxd-relative.log"
 check "outage: orders wait in the outbox while there are none" \
 	[ "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")" -gt 0 ]
 check_eq "outage: /readyz 503 without credentials" 503 "$(creds_ready_json)"
@@ -201,7 +206,7 @@ check "outage: /readyz says the credentials are unavailable" \
 	jq_file '.credentials | startswith("unavailable: ")' "$T_DIR/readyz.json"
 cp "$T_DIR/readyz.json" "$T_DIR/readyz-outage.json"
 add_log "$T_DIR/readyz-outage.json"
-lines=$(grep -c 'no AWS credentials from container credentials' "$T_DIR/outboxd-relative.log" || true)
+lines=$(grep -cE "$OUTAGE_RE" "$T_DIR/outboxd-relative.log" || true)
 check "outage: the log line is rate-limited (at most 10, got $lines)" [ "$lines" -le 10 ]
 lines=$(grep -c 'could not start a publish' "$T_DIR/outboxd-relative.log" || true)
 check "outage: the relays' publishes not started are rate-limited too (at most 10 lines, got $lines)" [ "$lines" -le 10 ]
