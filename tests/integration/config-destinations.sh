@@ -204,7 +204,8 @@ bad default-unknown 4 'relay.default_destination = "nope": no destination of tha
 	-e '4s/"orders"/"nope"/'
 bad webhook-half "" 'webhook.url is set but webhook.secret is not (with relay.sink = "http", webhook {} is the destination "default")' \
 	-e '4s/}/sink = "http" }/' -e '$a\webhook { url = "http://127.0.0.1:9/h" }'
-bad aws-for-sns "" 'aws.region is not set and neither AWS_REGION nor AWS_DEFAULT_REGION is in the environment' \
+# (With no region anywhere, instance metadata is the last source: off here.)
+AWS_EC2_METADATA_DISABLED=true bad aws-for-sns "" 'aws.region is not set, neither AWS_REGION nor AWS_DEFAULT_REGION is in the environment, the profile sets none and instance metadata is off (AWS_EC2_METADATA_DISABLED)' \
 	-e '6d' -e '7,10d' -e '15,20d' -e '4s/"orders"/"fanout"/'
 # the mode warning names a destination's secret, never its value
 chmod 0644 "$BASE"

@@ -42,7 +42,10 @@ OB_SHUTDOWN_TIMEOUT=$SHUTDOWN_MS OB_EXTRA_RELAY="timeout = 2000
 alive_of() {
 	local p
 	for p in "$@"; do
-		[ -e "/proc/$p" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$p/status" 2>/dev/null && echo "$p"
+		# Still outboxd's (its title): a PID freed by a worker may be
+		# reused at once by the load's processes (pid_max 32768 here).
+		[ -e "/proc/$p" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$p/status" 2>/dev/null &&
+			tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q '^outboxd' && echo "$p"
 	done
 	return 0
 }
