@@ -148,6 +148,10 @@ int		 creds_plan_imds(struct creds_plan *, char *err, size_t errlen);
  * '-'.  The region goes into endpoint host names (sqs.REGION.amazonaws.
  * com): anything else could name another host. */
 int		 creds_region_ok(const char *s, size_t n);
+/* The home directory of user (the service user; NULL: this process's),
+ * else $HOME, else this process's user's; NULL if none.  Points into
+ * getpwnam()'s static area or the environment: use it at once. */
+const char	*creds_home(const char *user);
 /* The IMDS base URL (AWS_EC2_METADATA_SERVICE_ENDPOINT, _MODE, else
  * 169.254.169.254), malloc'd; NULL with err "" when instance metadata is
  * off, NULL with err set when the endpoint is unusable. */

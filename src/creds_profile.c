@@ -38,12 +38,26 @@ static const char *const creds_keys[NKEYS] = {
 	"external_id", "credential_source", "duration_seconds"
 };
 
+const char *
+creds_home(const char *user)
+{
+	struct passwd	*pw;
+	const char	*v;
+
+	if (user != NULL && (pw = getpwnam(user)) != NULL)
+		return (pw->pw_dir);
+	if ((v = getenv("HOME")) != NULL && *v != '\0')
+		return (v);
+	if ((pw = getpwuid(getuid())) != NULL)
+		return (pw->pw_dir);
+	return (NULL);
+}
+
 /* The file env names, else name under the service user's home. */
 static char *
 creds_profile_file(const char *env, const char *name, const char *user)
 {
-	const char	*v, *home = NULL;
-	struct passwd	*pw;
+	const char	*v, *home;
 	char		*s;
 
 	if ((v = getenv(env)) != NULL && *v != '\0') {
@@ -53,13 +67,7 @@ creds_profile_file(const char *env, const char *name, const char *user)
 			return (strdup(v));
 	} else if (name == NULL)
 		return (NULL);
-	if (user != NULL && (pw = getpwnam(user)) != NULL)
-		home = pw->pw_dir;
-	else if ((v = getenv("HOME")) != NULL && *v != '\0')
-		home = v;
-	else if ((pw = getpwuid(getuid())) != NULL)
-		home = pw->pw_dir;
-	if (home == NULL)
+	if ((home = creds_home(user)) == NULL)
 		return (NULL);
 	if (asprintf(&s, "%s/%s", home, name) == -1)
 		return (NULL);

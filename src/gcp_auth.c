@@ -26,7 +26,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +39,7 @@
 
 #include "outboxd.h"
 #include "broker.h"
+#include "creds.h"
 
 #define GCP_KEY_FILE_MAX	(64 * 1024)	/* bytes of a key file */
 #define GCP_DEFAULT_TOKEN_URI	"https://oauth2.googleapis.com/token"
@@ -389,8 +389,7 @@ gcp_adc_clear(void)
 static char *
 gcp_adc_well_known(const char *user)
 {
-	const char	*v = getenv("CLOUDSDK_CONFIG"), *home = NULL;
-	struct passwd	*pw;
+	const char	*v = getenv("CLOUDSDK_CONFIG"), *home;
 	struct stat	 st;
 	char		*s;
 
@@ -398,13 +397,7 @@ gcp_adc_well_known(const char *user)
 		if (asprintf(&s, "%s/%s", v, GCP_WELL_KNOWN) == -1)
 			return NULL;
 	} else {
-		if (user != NULL && (pw = getpwnam(user)) != NULL)
-			home = pw->pw_dir;
-		else if ((v = getenv("HOME")) != NULL && *v != '\0')
-			home = v;
-		else if ((pw = getpwuid(getuid())) != NULL)
-			home = pw->pw_dir;
-		if (home == NULL || asprintf(&s, "%s/.config/gcloud/%s", home,
+		if ((home = creds_home(user)) == NULL || asprintf(&s, "%s/.config/gcloud/%s", home,
 		    GCP_WELL_KNOWN) == -1)
 			return NULL;
 	}
