@@ -13,7 +13,9 @@
 #                    variants), keys (B1 ingest only with and without an Idempotency-Key
 #                    per request, also part of b1), ceiling (NOTIFY cost and pgbench), b2,
 #                    b3, b4, b5 (the consumer drain and dynalite's PutItem ceiling), b6
-#                    (the hot key);
+#                    (the hot key), wal (relay.mode = "wal" beside table mode:
+#                    B1 full chain to SQS and to the HTTP sink, B2 to both, B3, and the
+#                    SQS emulator's raw ceiling; the server runs with wal_level = logical);
 #                    implies --outboxd-only.  For tuning; a run to report runs
 #                    everything.
 #   --reps N         repetitions of each measured workload (3; 1 with --quick)
@@ -139,7 +141,14 @@ export PATH=$SCRATCH/bin:$PATH
 
 say "stack up"
 # track_commit_timestamp: b3-ack.sh also measures B3 from each order's own commit
-PG_EXTRA_CONF="track_commit_timestamp = on" "$ROOT/tests/lib/stack.sh" up "$SCRATCH/stack" >&2 ||
+# wal_level = logical for the wal part (and so for every part of a full run: table mode's
+# figures beside wal mode's come from the same server) with synchronous_commit back at
+# PostgreSQL's default: the test stack turns it off, and a walsender streams only WAL that
+# is flushed, so each transaction would wait for the WAL writer (wal_writer_delay, 200 ms)
+pg_extra="track_commit_timestamp = on"
+if want wal; then export PG_WAL_LEVEL=logical; pg_extra="$pg_extra
+synchronous_commit = on"; fi
+PG_EXTRA_CONF=$pg_extra "$ROOT/tests/lib/stack.sh" up "$SCRATCH/stack" >&2 ||
   die "stack.sh up failed"
 source "$SCRATCH/stack/env"
 read -r SINK_PORT REF_PORT GW_SINK_PORT <<<"$("$ROOT/tests/lib/free-port" 3 | tr '\n' ' ')"
@@ -299,6 +308,51 @@ if want b3; then
     ob env LABEL=rate50-handoff-off OB_HANDOFF=false ./b3-e2e.sh &&
       ob env LABEL=rate50-handoff-off "$BENCH/b3-ack.sh"
   done
+fi
+
+if want wal; then
+  # relay.mode = "wal" beside table mode, each repetition table first then wal, on the
+  # same server (wal_level = logical); one relay in wal mode streams whatever the count
+  for r in $(seq "$REPS"); do
+    say "outboxd: B1 ingest only, full chain to SQS and to the HTTP sink, table and wal ($r/$REPS)"
+    ob_b1 ingest-only OB_RELAYS=0 OB_CONSUMERS=0
+    ob_b1 full-chain-table
+    ob_backlog full-chain-table
+    ob_b1 full-chain-wal OB_RELAY_MODE=wal
+    ob_backlog full-chain-wal
+    ob_b1 full-chain-webhook-table OB_SINK=http
+    ob_backlog full-chain-webhook-table
+    ob_b1 full-chain-webhook-wal OB_SINK=http OB_RELAY_MODE=wal
+    ob_backlog full-chain-webhook-wal
+  done
+  for r in $(seq "$REPS"); do
+    for sink in sqs http; do
+      for mode in table wal; do
+        say "outboxd: B2 drain to $sink, 1 relay, $mode mode ($r/$REPS)"
+        ob env OB_RELAY_MODE=$mode bash -c 'source lib.sh; load_impl; impl_reset' >/dev/null
+        ob env OB_SINK=$sink OB_RELAY_MODE=$mode LABEL=$sink-$mode B2_RELAYS=1 \
+          B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
+      done
+    done
+  done
+  for r in $(seq "$REPS"); do
+    for mode in table wal; do
+      say "outboxd: B3 at 50 orders/s, $mode mode ($r/$REPS)"
+      # b3-ack.sh (commit -> sent_at) only in table mode: in wal mode sent_at is the time
+      # of the bulk mark, up to 100 ms after the acknowledgement
+      ob env LABEL=rate50-$mode OB_RELAY_MODE=$mode ./b3-e2e.sh &&
+        if [ $mode = table ]; then ob env LABEL=rate50-$mode "$BENCH/b3-ack.sh"; fi
+    done
+  done
+  ob_do impl_down >/dev/null
+  # the SQS emulator's raw ceiling in the same run (the peers' emu-raw.sh; a full run with
+  # the peers measures it at its end anyway)
+  if [ $PEERS = 0 ] && [ -x "$PEERS_DIR/bench/emu-raw.sh" ]; then
+    say "emulators: raw ceilings with the lean C client (wrk)"
+    cp -r "$PEERS_DIR/bench" "$SCRATCH/emu" && chmod -R u+w "$SCRATCH/emu" && npm_ci "$SCRATCH/emu" &&
+      (cd "$SCRATCH/emu" && EMU_DUR=5 RESULTS_FILE=$OUT/emulators.jsonl ./emu-raw.sh wrk >/dev/null) ||
+      say "emu-raw.sh failed"
+  fi
 fi
 
 if want b5; then

@@ -40,6 +40,11 @@
 #                       OB_WAKE=off sets false, so that nothing but the poll finds rows)
 #   OB_EXTRA_SQL        SQL run after sql/schema.sql at every start (e.g. a candidate index;
 #                       bench/run.sh drops what it adds)
+#   OB_RELAY_MODE       relay.mode: table | wal                (table).  wal needs a server
+#                       with wal_level = logical (bench/run.sh --only wal starts one); the
+#                       relays then stream the slot "outboxd" (one streams, the others stand
+#                       by), and impl_reset makes sure the slot exists before rows are
+#                       written, so that B2's rows come from the WAL, not from the catch-up
 #   OB_LOG_LEVEL        (info: B2's "from ready" time reads the relays' "publishing to" line)
 OB_RUN=${OB_RUN:-/tmp/peers-run/outboxd}
 [ -n "${OB_ENV:-}" ] && [ -f "$OB_ENV" ] && source "$OB_ENV"
@@ -105,6 +110,7 @@ _ob_conf() { # FILE HTTP RELAYS CONSUMERS
     echo "  workers = $3"
     [ -n "${OB_BATCH_SIZE:-}" ] && echo "  batch_size = $OB_BATCH_SIZE"
     [ -n "${OB_POLL_INTERVAL:-}" ] && echo "  poll_interval = $OB_POLL_INTERVAL"
+    [ "${OB_RELAY_MODE:-table}" = table ] || echo "  mode = \"$OB_RELAY_MODE\""
     if [ "${OB_WAKE:-self}" = off ]; then echo "  handoff = false"
     elif [ -n "${OB_HANDOFF:-}" ]; then echo "  handoff = $OB_HANDOFF"; fi
     case $sink in
@@ -175,12 +181,18 @@ _ob_stop() {
 # Start the daemon with HTTP RELAYS CONSUMERS workers; wait until it serves (HTTP > 0)
 # or its relays are up.
 _ob_start() {
-  local h=$1 r=$2 c=$3 p ndest=1 want="$1 $2 $3 ${OB_SINK:-sqs} ${OB_WAKE:-self} ${OB_HANDOFF:-} ${OB_EXTRA_SQL:+extra} ${OB_CONSUMER_CONCURRENCY:-}"
+  local h=$1 r=$2 c=$3 p ndest=1 want="$1 $2 $3 ${OB_SINK:-sqs} ${OB_WAKE:-self} ${OB_HANDOFF:-} ${OB_EXTRA_SQL:+extra} ${OB_CONSUMER_CONCURRENCY:-} ${OB_RELAY_MODE:-table}"
   mkdir -p "$OB_RUN"
   [ "${OB_SINK:-sqs}" != multi ] || ndest=3
   if _ob_running && [ "$(cat "$OB_RUN/running" 2>/dev/null)" = "$want" ]; then return 0; fi
   _ob_stop
   _ob_wake
+  # table mode after wal mode: drop the slot, as outboxd(8) tells an operator to (a slot
+  # kept through a table-mode period replays that period's inserts when wal mode returns)
+  if [ "${OB_RELAY_MODE:-table}" = table ]; then
+    _ob_sql -c "select pg_drop_replication_slot(slot_name) from pg_replication_slots
+                where slot_name = 'outboxd' and not active" >/dev/null
+  fi
   _ob_conf "$OB_RUN/outbox.conf" "$h" "$r" "$c"
   "$OB_BIN" -t -c "$OB_RUN/outbox.conf" >/dev/null || { echo "outboxd adapter: bad configuration $OB_RUN/outbox.conf" >&2; return 1; }
   : >"$OB_RUN/outboxd.log"
@@ -193,8 +205,13 @@ _ob_start() {
     if [ "$h" -gt 0 ]; then
       curl -s -o /dev/null -m 1 "$BASE_URL/healthz" && return 0
     else
-      # one line per relay and destination
-      [ "$(grep -c 'publishing to' "$OB_RUN/outboxd.log")" -ge $((r * ndest)) ] && return 0
+      if [ "${OB_RELAY_MODE:-table}" = wal ]; then
+        # one relay streams (the others stand by)
+        grep -q 'streaming slot' "$OB_RUN/outboxd.log" && return 0
+      else
+        # one line per relay and destination
+        [ "$(grep -c 'publishing to' "$OB_RUN/outboxd.log")" -ge $((r * ndest)) ] && return 0
+      fi
     fi
     sleep 0.05
   done
@@ -218,10 +235,12 @@ impl_consumers_stop() {
   mkdir -p "$OB_RUN"; touch "$OB_RUN/consumers-off"
   if _ob_running; then set -- $(cat "$OB_RUN/running"); [ "$3" = 0 ] || _ob_start "$1" "$2" 0; fi
 }
-# wall clock (epoch s) when the last relay logged "publishing to" (its start-up is done)
+# wall clock (epoch s) when the last relay logged "publishing to" (its start-up is done;
+# in wal mode: when the streaming relay logged "streaming slot")
 impl_relays_ready_ts() {
-  local t
-  t=$(grep 'publishing to' "$OB_RUN/outboxd.log" 2>/dev/null | sed -n 's/^time=\([^ ]*\) .*/\1/p' | sort | tail -1)
+  local t ready='publishing to'
+  [ "${OB_RELAY_MODE:-table}" = table ] || ready='streaming slot'
+  t=$(grep "$ready" "$OB_RUN/outboxd.log" 2>/dev/null | sed -n 's/^time=\([^ ]*\) .*/\1/p' | sort | tail -1)
   [ -n "$t" ] || return 1
   date -d "$t" +%s.%3N
 }
@@ -233,6 +252,12 @@ impl_reset() {
   _ob_sql -c "truncate orders, outbox, outbox_idempotency_keys" >/dev/null
   tools flush-waiters "$SQS_QUEUE_URL"   # also purges
   tools ddb-reset "$DDB_TABLE"
+  # wal mode: the slot must exist before B2 writes its rows (a slot created after them
+  # hands them to the table path's catch-up); outboxd creates it, then stands down
+  if [ "${OB_RELAY_MODE:-table}" = wal ] &&
+     [ "$(_ob_sql -c "select count(*) from pg_replication_slots where slot_name = 'outboxd'")" = 0 ]; then
+    _ob_start 0 1 0 && _ob_stop
+  fi
 }
 impl_pids() {
   local p
