@@ -329,7 +329,7 @@ if want wal; then
     for sink in sqs http; do
       for mode in table wal; do
         say "outboxd: B2 drain to $sink, 1 relay, $mode mode ($r/$REPS)"
-        ob env OB_RELAY_MODE=$mode bash -c 'source lib.sh; load_impl; impl_reset' >/dev/null
+        OB_RELAY_MODE=$mode ob_do impl_reset >/dev/null
         ob env OB_SINK=$sink OB_RELAY_MODE=$mode LABEL=$sink-$mode B2_RELAYS=1 \
           B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
       done

@@ -51,6 +51,8 @@ OB_RUN=${OB_RUN:-/tmp/peers-run/outboxd}
 : "${OB_BIN:?OB_BIN (outboxd binary) is not set}" "${OB_SCHEMA:?OB_SCHEMA (sql/schema.sql) is not set}"
 : "${OB_DATABASE_URL:?}" "${OB_QUEUE_URL:?}" "${OB_SQS_ENDPOINT:?}" "${OB_DDB_ENDPOINT:?}" "${OB_PORT:?}"
 OB_DDB_TABLE=${OB_DDB_TABLE:-fulfillments}
+OB_RELAY_MODE=${OB_RELAY_MODE:-table}
+_OB_SLOT=outboxd	# relay.wal_slot's default (the configuration sets no other)
 IMPL_NAME=outboxd
 # The workload scripts read these; they point at outboxd's database, queue and table.
 export DATABASE_URL=$OB_DATABASE_URL SQS_QUEUE_URL=$OB_QUEUE_URL DDB_TABLE=$OB_DDB_TABLE
@@ -110,7 +112,7 @@ _ob_conf() { # FILE HTTP RELAYS CONSUMERS
     echo "  workers = $3"
     [ -n "${OB_BATCH_SIZE:-}" ] && echo "  batch_size = $OB_BATCH_SIZE"
     [ -n "${OB_POLL_INTERVAL:-}" ] && echo "  poll_interval = $OB_POLL_INTERVAL"
-    [ "${OB_RELAY_MODE:-table}" = table ] || echo "  mode = \"$OB_RELAY_MODE\""
+    [ "$OB_RELAY_MODE" = table ] || echo "  mode = \"$OB_RELAY_MODE\""
     if [ "${OB_WAKE:-self}" = off ]; then echo "  handoff = false"
     elif [ -n "${OB_HANDOFF:-}" ]; then echo "  handoff = $OB_HANDOFF"; fi
     case $sink in
@@ -181,7 +183,7 @@ _ob_stop() {
 # Start the daemon with HTTP RELAYS CONSUMERS workers; wait until it serves (HTTP > 0)
 # or its relays are up.
 _ob_start() {
-  local h=$1 r=$2 c=$3 p ndest=1 want="$1 $2 $3 ${OB_SINK:-sqs} ${OB_WAKE:-self} ${OB_HANDOFF:-} ${OB_EXTRA_SQL:+extra} ${OB_CONSUMER_CONCURRENCY:-} ${OB_RELAY_MODE:-table}"
+  local h=$1 r=$2 c=$3 p ndest=1 want="$1 $2 $3 ${OB_SINK:-sqs} ${OB_WAKE:-self} ${OB_HANDOFF:-} ${OB_EXTRA_SQL:+extra} ${OB_CONSUMER_CONCURRENCY:-} $OB_RELAY_MODE"
   mkdir -p "$OB_RUN"
   [ "${OB_SINK:-sqs}" != multi ] || ndest=3
   if _ob_running && [ "$(cat "$OB_RUN/running" 2>/dev/null)" = "$want" ]; then return 0; fi
@@ -189,9 +191,9 @@ _ob_start() {
   _ob_wake
   # table mode after wal mode: drop the slot, as outboxd(8) tells an operator to (a slot
   # kept through a table-mode period replays that period's inserts when wal mode returns)
-  if [ "${OB_RELAY_MODE:-table}" = table ]; then
+  if [ "$OB_RELAY_MODE" = table ]; then
     _ob_sql -c "select pg_drop_replication_slot(slot_name) from pg_replication_slots
-                where slot_name = 'outboxd' and not active" >/dev/null
+                where slot_name = '$_OB_SLOT' and not active" >/dev/null
   fi
   _ob_conf "$OB_RUN/outbox.conf" "$h" "$r" "$c"
   "$OB_BIN" -t -c "$OB_RUN/outbox.conf" >/dev/null || { echo "outboxd adapter: bad configuration $OB_RUN/outbox.conf" >&2; return 1; }
@@ -205,7 +207,7 @@ _ob_start() {
     if [ "$h" -gt 0 ]; then
       curl -s -o /dev/null -m 1 "$BASE_URL/healthz" && return 0
     else
-      if [ "${OB_RELAY_MODE:-table}" = wal ]; then
+      if [ "$OB_RELAY_MODE" = wal ]; then
         # one relay streams (the others stand by)
         grep -q 'streaming slot' "$OB_RUN/outboxd.log" && return 0
       else
@@ -239,7 +241,7 @@ impl_consumers_stop() {
 # in wal mode: when the streaming relay logged "streaming slot")
 impl_relays_ready_ts() {
   local t ready='publishing to'
-  [ "${OB_RELAY_MODE:-table}" = table ] || ready='streaming slot'
+  [ "$OB_RELAY_MODE" = table ] || ready='streaming slot'
   t=$(grep "$ready" "$OB_RUN/outboxd.log" 2>/dev/null | sed -n 's/^time=\([^ ]*\) .*/\1/p' | sort | tail -1)
   [ -n "$t" ] || return 1
   date -d "$t" +%s.%3N
@@ -254,8 +256,8 @@ impl_reset() {
   tools ddb-reset "$DDB_TABLE"
   # wal mode: the slot must exist before B2 writes its rows (a slot created after them
   # hands them to the table path's catch-up); outboxd creates it, then stands down
-  if [ "${OB_RELAY_MODE:-table}" = wal ] &&
-     [ "$(_ob_sql -c "select count(*) from pg_replication_slots where slot_name = 'outboxd'")" = 0 ]; then
+  if [ "$OB_RELAY_MODE" = wal ] &&
+     [ "$(_ob_sql -c "select count(*) from pg_replication_slots where slot_name = '$_OB_SLOT'")" = 0 ]; then
     _ob_start 0 1 0 && _ob_stop
   fi
 }
