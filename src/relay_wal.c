@@ -26,6 +26,10 @@
  * again: those already in hand are skipped by their commit LSN (one cut
  * short is resumed after the events already taken), so nothing is
  * published twice by one relay.
+ *
+ * The catch-up (rows pending before the slot existed) and the backlog
+ * (rows committed before the stream started, perhaps published since):
+ * relay_wal_backlog.c.
  */
 #include "config.h"
 
@@ -43,6 +47,7 @@
 
 #define WAL_MAX_HELD	20000	/* events in hand: stop reading above */
 #define WAL_TICK_MS	100	/* backoffs due, rows to record */
+#define WAL_CHECK_MAX	1000	/* backlog events checked at once */
 
 enum wal_col { C_ID, C_TYPE, C_KEY, C_PAYLOAD, C_STATUS, C_CREATED,
 	C_DEST, C_HEADERS, C_N };
@@ -231,18 +236,9 @@ wal_ev_check(struct relay_wal *w, struct wal_ev *ev, const char *dest,
 	}
 }
 
-/* Take an event into the current transaction: to its destination's
- * queue, or (refused) straight to its end. */
-static void
-wal_take(struct relay_wal *w, struct wal_ev *ev, const char *dest,
-    const char *headers, size_t headers_len)
+void
+relay_wal_dispatch(struct relay_wal *w, struct wal_ev *ev)
 {
-	ev->txn = w->cur;
-	ev->m.retry_after = -1;
-	ev->m.reason = SINK_REASON_OTHER;
-	w->cur->left++;
-	w->held++;
-	wal_ev_check(w, ev, dest, headers, headers_len);
 	if (ev->dest == NULL) {
 		ev->m.attempts = 1;
 		metrics_publish_failure(metrics_dest(NULL), ev->m.reason);
@@ -252,6 +248,29 @@ wal_take(struct relay_wal *w, struct wal_ev *ev, const char *dest,
 		TAILQ_INSERT_TAIL(&ev->dest->q, ev, entry);
 		event_active(w->pump_ev, EV_TIMEOUT, 1);
 	}
+}
+
+/* Take an event into the current transaction: to its destination (see
+ * relay_wal_dispatch()), or first to the backlog's check. */
+static void
+wal_take(struct relay_wal *w, struct wal_ev *ev, const char *dest,
+    const char *headers, size_t headers_len)
+{
+	ev->txn = w->cur;
+	ev->m.outcome = SINK_RETRY;	/* not sent yet */
+	ev->m.retry_after = -1;
+	ev->m.reason = SINK_REASON_OTHER;
+	w->cur->left++;
+	w->held++;
+	wal_ev_check(w, ev, dest, headers, headers_len);
+	/* The catch-up's rows were pending in the slot's snapshot, never
+	 * streamed: they go first, unchecked. */
+	if (w->cur->backlog || (w->nchecks > 0 && !w->cur->catchup)) {
+		TAILQ_INSERT_TAIL(&w->checkq, ev, entry);
+		if (++w->nchecks % WAL_CHECK_MAX == 0)
+			relay_wal_backlog_check(w);
+	} else
+		relay_wal_dispatch(w, ev);
 	if (w->held >= WAL_MAX_HELD && !w->paused) {
 		w->paused = 1;
 		wal_stream_pause(w->stream, 1);
@@ -477,6 +496,9 @@ wal_on_msg(void *arg, const struct pgo_msg *m)
 			fatal("calloc");
 		t->final_lsn = m->u.begin.final_lsn;
 		t->begun_us = clock_mono_us();
+		t->backlog = t->final_lsn < wal_stream_start_lsn(w->stream);
+		if (!t->backlog)
+			relay_wal_backlog_check(w);
 		TAILQ_INSERT_TAIL(&w->txns, t, entry);
 		w->cur = t;
 		break;
@@ -516,34 +538,7 @@ wal_on_keepalive(void *arg, uint64_t wal_end)
 		w->idle_lsn = wal_end;
 		relay_wal_confirm(w);
 	}
-}
-
-/*
- * The catch-up: rows pending when the slot was created (table mode
- * before, or a slot lost or dropped and made again) are never streamed;
- * wal_on_created() marked them (claim -1) in the slot's exported
- * snapshot, durably, so whichever relay streams next publishes them
- * first, a page at a time, while the stream waits (so that a key's
- * rows keep their order).  A row also in flight from the stream before
- * a slot was lost is published twice: the duplicates are bounded by
- * what was in flight.
- */
-static void
-wal_catchup_next(struct relay_wal *w)
-{
-	int	n;
-
-	if (!w->catchup || w->catchup_txns > 0 || w->stopping)
-		return;
-	if ((n = relay_wal_catchup_load(w)) == -1)
-		return;			/* the next tick tries again */
-	if (n == 0) {
-		w->catchup = 0;
-		if (w->catchup_after > 0)
-			log_info("catch-up done: the rows pending before the "
-			    "slot are published");
-		wal_stream_pause(w->stream, w->paused || w->stopping);
-	}
+	relay_wal_backlog_check(w);
 }
 
 static int
@@ -566,7 +561,7 @@ wal_on_state(void *arg, int up)
 		w->catchup = 1;
 		w->catchup_after = 0;
 		wal_stream_pause(w->stream, 1);
-		wal_catchup_next(w);
+		relay_wal_catchup_next(w);
 	}
 }
 
@@ -618,9 +613,10 @@ wal_on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (++w->ticks % (1000 / WAL_TICK_MS) == 0)
 		wal_lag(w);
+	relay_wal_backlog_check(w);
 	relay_wal_record(w);
 	relay_wal_pause_poll(w);
-	wal_catchup_next(w);
+	relay_wal_catchup_next(w);
 	relay_wal_pump(w);
 }
 
@@ -697,6 +693,10 @@ wal_free_all(struct relay_wal *w)
 		TAILQ_REMOVE(&w->recordq, ev, entry);
 		wal_ev_free(ev);
 	}
+	while ((ev = TAILQ_FIRST(&w->checkq)) != NULL) {
+		TAILQ_REMOVE(&w->checkq, ev, entry);
+		wal_ev_free(ev);
+	}
 	while ((t = TAILQ_FIRST(&w->txns)) != NULL) {
 		TAILQ_REMOVE(&w->txns, t, entry);
 		free(t);
@@ -717,6 +717,7 @@ relay_wal_main(struct conf *conf, int index)
 	w.index = index;
 	TAILQ_INIT(&w.txns);
 	TAILQ_INIT(&w.recordq);
+	TAILQ_INIT(&w.checkq);
 	TAILQ_INIT(&w.chunks);
 	wal_dests_open(&w);
 	if ((w.base = event_base_new()) == NULL)

@@ -27,6 +27,9 @@ struct wal_txn {
 						   marked */
 	int64_t			 begun_us;	/* its Begin came (monotonic) */
 	int			 catchup;	/* rows of the catch-up */
+	int			 backlog;	/* committed before the stream
+						   started: its rows are
+						   checked (w->checkq) */
 	TAILQ_ENTRY(wal_txn)	 entry;
 };
 
@@ -51,7 +54,10 @@ struct wal_ev {
 	int64_t			 row;		/* outbox.id; 0: table-less */
 	int64_t			 due_us;	/* monotonic: not before */
 	int			 at_sink;
-	TAILQ_ENTRY(wal_ev)	 entry;		/* in dest->q or recordq */
+	int			 gone;		/* its row is no longer
+						   pending: not published */
+	TAILQ_ENTRY(wal_ev)	 entry;		/* in dest->q, recordq or
+						   checkq */
 };
 
 struct relay_wal {
@@ -78,6 +84,11 @@ struct relay_wal {
 	int			 paused;
 	TAILQ_HEAD(, wal_ev)	 recordq;	/* rows to record */
 	int			 nrecord;
+	TAILQ_HEAD(, wal_ev)	 checkq;	/* events of the backlog, in
+						   commit order, whose rows
+						   are checked first */
+	int			 nchecks;
+	int64_t			 backlog_gone;	/* ... no longer pending */
 	/* relay_wal_db.c */
 	struct pg_conn		*db;
 	struct event		*db_ev;
@@ -138,6 +149,20 @@ struct wal_row {
 /* Take row into the current transaction (w->cur). */
 void		 relay_wal_take_row(struct relay_wal *, const struct wal_row *);
 
+/* An event (checked by wal_ev_check()) to its destination's queue, or
+ * (refused) straight to its end. */
+void		 relay_wal_dispatch(struct relay_wal *, struct wal_ev *);
+
+/* relay_wal_backlog.c.  The next page of the catch-up, when one is
+ * under way and the last is done; the stream reads again after the last
+ * page. */
+void		 relay_wal_catchup_next(struct relay_wal *);
+/* The backlog's events (w->checkq) whose rows are still pending go on
+ * to their destinations in order, the others are done unpublished
+ * (counted in one log line).  Nothing changes while the check cannot be
+ * made: the next tick tries again. */
+void		 relay_wal_backlog_check(struct relay_wal *);
+
 /* relay_wal_sink.c.  Hand each destination's next events to its free
  * calls: in commit order, skipping a key whose earlier event is at the
  * sink or waiting out a backoff. */
@@ -163,6 +188,10 @@ int		 relay_wal_catchup_mark(struct relay_wal *, const char *snapshot);
  * w->catchup_after, into a transaction of their own at the head: the
  * number taken, or -1 (logged). */
 int		 relay_wal_catchup_load(struct relay_wal *);
+/* Which rows of w->checkq are still pending on the outbox, with one
+ * query (blocking): the others' events get gone = 1.  0, or -1 (logged:
+ * nothing changed). */
+int		 relay_wal_check(struct relay_wal *);
 /* The normal connection (connecting if need be, blocking), or NULL. */
 struct pg_conn	*relay_wal_db(struct relay_wal *);
 

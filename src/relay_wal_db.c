@@ -402,6 +402,67 @@ relay_wal_catchup_mark(struct relay_wal *w, const char *snapshot)
 	return 0;
 }
 
+static int
+relay_wal_id_cmp(const void *a, const void *b)
+{
+	int64_t	x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The backlog's rows were committed while this stream did not run:
+ * table mode (a slot kept through a table-mode period), or this relay
+ * before a restart (sent and marked, not yet confirmed), may have
+ * published or failed them since.  Their status is the truth.
+ */
+int
+relay_wal_check(struct relay_wal *w)
+{
+	struct wal_ev	*ev;
+	PGresult	*res;
+	const char	*p[1];
+	char		*ids, why[512];
+	int64_t		*v;
+	int		 n = 0;
+
+	if ((v = reallocarray(NULL, (size_t)w->nchecks + 1, sizeof(*v))) ==
+	    NULL)
+		fatal("reallocarray");
+	TAILQ_FOREACH(ev, &w->checkq, entry)
+		if (ev->row > 0)
+			v[n++] = ev->row;
+	if (n == 0 || relay_wal_db(w) == NULL || (relay_wal_db_wait(w),
+	    w->db == NULL)) {
+		free(v);
+		return n == 0 ? 0 : -1;
+	}
+	if ((ids = db_int8_array(v, n)) == NULL)
+		fatal("db_int8_array");
+	p[0] = ids;
+	res = PQexecParams(w->db, "SELECT id FROM outbox WHERE id = "
+	    "ANY($1::bigint[]) AND status = 'pending' ORDER BY id", 1, NULL,
+	    p, NULL, NULL, 0);
+	free(ids);
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		log_limited(&w->db_limit, LOG_LEVEL_WARN, "checking the rows "
+		    "committed before the stream started (trying again): %s",
+		    db_result_error(why, sizeof(why), res, w->db));
+		PQclear(res);
+		free(v);
+		return -1;
+	}
+	for (n = 0; n < PQntuples(res); n++)
+		v[n] = strtoll(PQgetvalue(res, n, 0), NULL, 10);
+	PQclear(res);
+	TAILQ_FOREACH(ev, &w->checkq, entry)
+		if (ev->row > 0 && bsearch(&ev->row, v, (size_t)n, sizeof(*v),
+		    relay_wal_id_cmp) == NULL)
+			ev->gone = 1;
+	free(v);
+	return 0;
+}
+
 #define WAL_CATCHUP_PAGE	5000	/* rows a catch-up page takes */
 
 int

@@ -55,6 +55,8 @@ struct wal_stream {
 	uint64_t		 reported;	/* ... last reported */
 	uint64_t		 server_end;	/* the server's WAL end, as its
 						   last message said */
+	uint64_t		 start_lsn;	/* its WAL position just before
+						   START_REPLICATION */
 	int			 streaming;
 	int			 paused;
 	int			 had_slot;	/* seen the slot since start */
@@ -448,7 +450,7 @@ wal_stream_on_retry(evutil_socket_t fd, short what, void *arg)
 {
 	struct wal_stream	*s = arg;
 	const struct conf	*c = s->conf;
-	char			 sql[512], err[512], state[6];
+	char			 sql[512], err[512], state[6], *v;
 	struct timeval		 tv;
 
 	(void)fd;
@@ -461,6 +463,20 @@ wal_stream_on_retry(evutil_socket_t fd, short what, void *arg)
 		wal_stream_retry(s, err);
 		return;
 	}
+	/* Where the server's WAL is now: what commits before it was
+	 * written while this stream did not run (wal_stream_start_lsn()). */
+	s->start_lsn = 0;
+	if ((v = wal_query1(s->conn, "SELECT pg_current_wal_lsn()::text",
+	    NULL, 0, err, sizeof(err))) != NULL &&
+	    pgo_lsn_parse(v, &s->start_lsn) == -1)
+		snprintf(err, sizeof(err), "pg_current_wal_lsn() answered "
+		    "\"%.64s\"", v);
+	if (v == NULL || s->start_lsn == 0) {
+		free(v);
+		wal_stream_retry(s, err);
+		return;
+	}
+	free(v);
 	/* 0/0: from the slot's confirmed_flush_lsn. */
 	snprintf(sql, sizeof(sql), "START_REPLICATION SLOT %s LOGICAL 0/0 "
 	    "(proto_version '1', publication_names '%s', messages 'true')",
@@ -579,6 +595,12 @@ wal_stream_lag(const struct wal_stream *s, uint64_t *lag)
 		return -1;
 	*lag = s->server_end > s->confirmed ? s->server_end - s->confirmed : 0;
 	return 0;
+}
+
+uint64_t
+wal_stream_start_lsn(const struct wal_stream *s)
+{
+	return s->start_lsn;
 }
 
 void

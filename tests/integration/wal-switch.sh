@@ -5,6 +5,10 @@
 # twice: in flight in one mode while the other took them) are counted,
 # reported, and bounded by what can be in flight (200).  The slot created
 # at the switch to wal marks the rows pending then for its catch-up.
+# Then wal again with the slot kept: the slot streams every insert of the
+# table-mode period, and those rows (sent by table mode) are not
+# published a second time; a table-less event written meanwhile is
+# published once, by wal mode.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
 test_init
@@ -50,4 +54,37 @@ check "every row received" cmp -s <(seq 1 $N) <(sort -nu "$T_DIR/got")
 dups=$(($(wc -l <"$T_DIR/got") - $(sort -nu "$T_DIR/got" | wc -l)))
 say "duplicates received over the two switches: $dups of $N rows"
 check "duplicates bounded by what can be in flight ($dups <= 200)" [ "$dups" -le 200 ]
+
+# Table mode with the slot left in place: 300 rows, sent by table mode,
+# and a table-less event that only wal mode can publish.
+K=300
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+     SELECT 'wal.kept', 'k-' || (i % 10), jsonb_build_object('n', $N + i)
+     FROM generate_series(1, $K) AS i" >/dev/null
+sql "SELECT pg_logical_emit_message(true, 'outbox', '{\"event_type\": \"wal.kept.msg\", \"ordering_key\": \"m\", \"payload\": {\"n\": $((N + K + 1))}}')" >/dev/null
+wait_until 30 "the table-mode rows sent" all_sent || true
+check_eq "table mode sent the $K rows written with the slot kept" 0 \
+	"$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")"
+mark=$(wc -l <"$OUTBOXD_LOG")
+sed -i 's/mode = "table"/mode = "wal"/' "$T_DIR/outbox.conf"
+kill -HUP "$M"
+say "switched to wal again, the slot kept through the table-mode period"
+streaming_again() { tail -n +"$((mark + 1))" "$OUTBOXD_LOG" | grep -q 'msg="streaming slot outboxd'; }
+wait_until 15 "a relay streaming the kept slot" streaming_again || true
+check "a relay streams the kept slot" streaming_again
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+     SELECT 'wal.after', 'k-' || (i % 10), jsonb_build_object('n', $((N + K + 1)) + i)
+     FROM generate_series(1, 100) AS i" >/dev/null
+wait_until 30 "the wal-mode rows sent" all_sent || true
+check_eq "rows not 'sent' after wal mode came back" 0 \
+	"$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")"
+"$PY" "$T_LIB/sqs-drain.py" --endpoint "$SQS_ENDPOINT" --queue-url "$QUEUE_URL" --idle 5 >"$T_DIR/got2.tsv" || true
+cut -f4- "$T_DIR/got2.tsv" | jq -r .n | sort -n >"$T_DIR/got2"
+check "every row and the table-less event of the third period received" \
+	cmp -s <(seq $((N + 1)) $((N + K + 101))) <(sort -nu "$T_DIR/got2")
+check_eq "messages received of the table-mode period (300 rows), the event and 100 new rows" \
+	$((K + 101)) "$(wc -l <"$T_DIR/got2")"
+gone=$(tail -n +"$((mark + 1))" "$OUTBOXD_LOG" | sed -n 's/.*msg="\([0-9]*\) row(s) committed before the stream started were no longer pending.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
+say "rows the kept slot streamed again and wal mode left unpublished: $gone"
+check "the log counts the $K table-mode rows as not published again ($gone >= $K)" [ "$gone" -ge "$K" ]
 sql "SELECT pg_drop_replication_slot('outboxd')" >/dev/null 2>&1 || true
