@@ -197,7 +197,7 @@ check "over 256 KiB together: the two rows went in separate PublishBatch request
 	jq -e --arg ids "$ids" '[.stats.requests_done[] | select(.action == "PublishBatch") | .ids] as $r |
 		($ids | split(" ")) as [$a, $b] | def has($x): any(.[]; . == $x);
 		($r | map(select(has($a))) | length) == 1 and ($r | map(select(has($b))) | length) == 1 and
-		($r | map(select(has($a) and has($b))) | length) == 0' "$T_DIR/sns-fault.stats"
+		($r | map(select(has($a) and has($b))) | length) == 0' <(curl -fsS --max-time 10 "$FAULT/__fault")
 drain "$RAWQ" --count 2 --idle 3 >"$T_DIR/big.jsonl" || true
 check_eq "over 256 KiB together: both arrived" "1 2" "$(jq -r '.Body | fromjson | .big' "$T_DIR/big.jsonl" | sort | tr '\n' ' ' | sed 's/ $//')"
 
