@@ -367,6 +367,17 @@ CREATE TABLE IF NOT EXISTS outbox_control (
 );
 INSERT INTO outbox_control (id) VALUES (1) ON CONFLICT (id) DO NOTHING;
 
+-- relay.mode = "wal": the position each slot was confirmed to, kept by
+-- the streaming relay about every second.  PostgreSQL before 17 does not
+-- always save a logical slot's confirmed position at a clean shutdown, so
+-- after a server restart the slot can stream transactions already done
+-- again; the relay skips those up to here.
+CREATE TABLE IF NOT EXISTS outbox_wal_confirmed (
+	slot		text PRIMARY KEY,
+	lsn		pg_lsn NOT NULL,
+	updated_at	timestamptz NOT NULL DEFAULT now()
+);
+
 -- Destinations an operator paused (outboxctl pause DESTINATION): no relay
 -- claims their rows until they are resumed.
 CREATE TABLE IF NOT EXISTS outbox_paused_destinations (

@@ -379,7 +379,8 @@ db_check_schema(struct pg_conn *conn, char *err, size_t errlen)
 
 	/* outbox_claim() takes destinations since they came in (and
 	 * outbox has their columns), and the HTTP workers prepare their
-	 * Idempotency-Key statement on outbox_idempotency_keys: an older
+	 * Idempotency-Key statement on outbox_idempotency_keys, wal mode
+	 * keeps its position in outbox_wal_confirmed: an older
 	 * schema must be applied again. */
 	res = PQexec(conn, "SELECT to_regclass('orders') IS NOT NULL AND "
 	    "to_regclass('outbox') IS NOT NULL AND "
@@ -388,6 +389,7 @@ db_check_schema(struct pg_conn *conn, char *err, size_t errlen)
 	    "to_regclass('outbox_control') IS NOT NULL AND "
 	    "to_regclass('outbox_paused_destinations') IS NOT NULL AND "
 	    "to_regclass('outbox_idempotency_keys') IS NOT NULL AND "
+	    "to_regclass('outbox_wal_confirmed') IS NOT NULL AND "
 	    "to_regprocedure('outbox_claim(bigint,bigint,integer,text,text[])') "
 	    "IS NOT NULL, "
 	    "to_regclass('outbox_sent_idx') IS NOT NULL");

@@ -46,7 +46,6 @@
 #include "creds.h"
 
 #define WAL_MAX_HELD	20000	/* events in hand: stop reading above */
-#define WAL_TICK_MS	100	/* backoffs due, rows to record */
 #define WAL_CHECK_MAX	1000	/* backlog events checked at once */
 
 enum wal_col { C_ID, C_TYPE, C_KEY, C_PAYLOAD, C_STATUS, C_CREATED,
@@ -556,6 +555,8 @@ wal_on_state(void *arg, int up)
 	 * Begin finds it at the tail, uncommitted). */
 	if (!up)
 		w->cur = NULL;
+	else
+		relay_wal_resume_stored(w);
 	metrics_wal_streaming(up);
 	if (up && !w->catchup) {
 		w->catchup = 1;
@@ -750,6 +751,7 @@ relay_wal_main(struct conf *conf, int index)
 	event_base_dispatch(w.base);
 	proc_worker_done();
 	relay_wal_record_now(&w);
+	relay_wal_store_now(&w);
 	wal_stream_free(w.stream);	/* the last confirmed position */
 	relay_wal_db_close(&w);
 	event_free(w.pump_ev);

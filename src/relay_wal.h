@@ -15,6 +15,8 @@
 #include "broker.h"
 #include "wal.h"
 
+#define WAL_TICK_MS	100	/* backoffs due, rows to record */
+
 /* A transaction streamed from the slot, until all of its events are
  * done; the list of them is in commit order. */
 struct wal_txn {
@@ -54,8 +56,12 @@ struct wal_ev {
 	int64_t			 row;		/* outbox.id; 0: table-less */
 	int64_t			 due_us;	/* monotonic: not before */
 	int			 at_sink;
-	int			 gone;		/* its row is no longer
-						   pending: not published */
+	int			 gone;		/* the backlog's check: 1 its
+						   row is no longer pending
+						   (not published), -1 not
+						   to be seen yet (wait,
+						   until due_us) */
+	int			 tries;		/* marked, out of sight */
 	TAILQ_ENTRY(wal_ev)	 entry;		/* in dest->q, recordq or
 						   checkq */
 };
@@ -100,6 +106,8 @@ struct relay_wal {
 	int64_t			 db_retry_us;	/* no connect before */
 	int			 paused_all;	/* outboxctl pause */
 	int64_t			 polled_us;	/* the last pause query */
+	uint64_t		 stored_lsn;	/* confirmed, as last kept in
+						   outbox_wal_confirmed */
 	struct event		*pump_ev;
 	struct event		*tick_ev;
 	struct event		*give_up;
@@ -162,6 +170,10 @@ void		 relay_wal_catchup_next(struct relay_wal *);
  * (counted in one log line).  Nothing changes while the check cannot be
  * made: the next tick tries again. */
 void		 relay_wal_backlog_check(struct relay_wal *);
+/* A stream started: skip what commits before the position kept in
+ * outbox_wal_confirmed, if it is past w->confirmed and not past the
+ * server's WAL (then a warning); blocking. */
+void		 relay_wal_resume_stored(struct relay_wal *);
 
 /* relay_wal_sink.c.  Hand each destination's next events to its free
  * calls: in commit order, skipping a key whose earlier event is at the
@@ -177,6 +189,12 @@ void		 relay_wal_record(struct relay_wal *);
  * whether all are), at most every second, when the connection is free;
  * the answer sets w->paused_all and each wal_dest's paused. */
 void		 relay_wal_pause_poll(struct relay_wal *);
+/* Keep w->confirmed in outbox_wal_confirmed now, if it moved (blocking,
+ * stopping; otherwise it goes with the pause query, every second). */
+void		 relay_wal_store_now(struct relay_wal *);
+/* The position outbox_wal_confirmed keeps for the slot into *lsn (0:
+ * none), blocking.  0, or -1 (no connection, or the query failed). */
+int		 relay_wal_stored(struct relay_wal *, uint64_t *lsn);
 /* Record what is queued and wait (stopping). */
 void		 relay_wal_record_now(struct relay_wal *);
 /* Close the connection. */
@@ -189,8 +207,9 @@ int		 relay_wal_catchup_mark(struct relay_wal *, const char *snapshot);
  * number taken, or -1 (logged). */
 int		 relay_wal_catchup_load(struct relay_wal *);
 /* Which rows of w->checkq are still pending on the outbox, with one
- * query (blocking): the others' events get gone = 1.  0, or -1 (logged:
- * nothing changed). */
+ * query (blocking): the others' events get gone = 1, those of rows not
+ * to be seen -1 for a tick (WAL_TICK_MS), then 1.  0, or -1 (logged: nothing
+ * changed). */
 int		 relay_wal_check(struct relay_wal *);
 /* The normal connection (connecting if need be, blocking), or NULL. */
 struct pg_conn	*relay_wal_db(struct relay_wal *);

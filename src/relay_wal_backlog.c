@@ -19,11 +19,21 @@
  * whatever streams after them, until one query (relay_wal_check())
  * says which rows are still pending; only those are published.  A
  * table-less event has no row to check and is published.
+ *
+ * The position kept: PostgreSQL before 17 saves a logical slot's
+ * confirmed position at a clean shutdown only if something else about
+ * the slot changed, so after a server restart the slot may stream again
+ * transactions long done: the rows among them the backlog's check
+ * stops, table-less events it cannot.  outbox_wal_confirmed keeps the
+ * position as confirmed (relay_wal_pause_poll()); what commits before it
+ * is skipped.  Never past the server's own position: a record from a
+ * restored or another server would skip what was never seen.
  */
 #include "config.h"
 
 #include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "relay_wal.h"
 
@@ -52,10 +62,11 @@ relay_wal_backlog_check(struct relay_wal *w)
 
 	if (w->nchecks == 0 || relay_wal_check(w) == -1)
 		return;
-	while ((ev = TAILQ_FIRST(&w->checkq)) != NULL) {
+	while ((ev = TAILQ_FIRST(&w->checkq)) != NULL && ev->gone != -1) {
 		TAILQ_REMOVE(&w->checkq, ev, entry);
 		w->nchecks--;
 		if (!ev->gone) {
+			ev->due_us = 0;
 			relay_wal_dispatch(w, ev);
 			continue;
 		}
@@ -71,4 +82,26 @@ relay_wal_backlog_check(struct relay_wal *w)
 		    "again", w->backlog_gone);
 		w->backlog_gone = 0;
 	}
+}
+
+void
+relay_wal_resume_stored(struct relay_wal *w)
+{
+	uint64_t	stored, now = wal_stream_start_lsn(w->stream);
+	char		a[24], b[24];
+
+	if (relay_wal_stored(w, &stored) == -1 || stored <= w->confirmed)
+		return;
+	if (stored > now) {
+		log_warnx("outbox_wal_confirmed says slot %s was confirmed up "
+		    "to %s, past the server's WAL (%s): ignored (a restored or "
+		    "another server?)", w->conf->relay.wal_slot,
+		    pgo_lsn_text(stored, a, sizeof(a)), pgo_lsn_text(now, b,
+		    sizeof(b)));
+		return;
+	}
+	log_info("resuming slot %s past %s, the position outboxd confirmed "
+	    "(kept in outbox_wal_confirmed)", w->conf->relay.wal_slot,
+	    pgo_lsn_text(stored, a, sizeof(a)));
+	w->confirmed = w->stored_lsn = stored;
 }

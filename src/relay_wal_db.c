@@ -33,14 +33,57 @@
 
 static int	relay_wal_db_ready(struct relay_wal *);
 
-/* $1: a JSON array of {"id", "n" (attempts made), "err" (null: sent)}. */
+#define WAL_RECORD_TRIES 50	/* ticks a row may stay out of sight */
+
+/*
+ * $1: a JSON array of {"id", "n" (attempts made), "err" (null: sent)}.
+ * Answers the ids of rows it cannot see: the walsender streams a
+ * transaction once its commit is flushed, which may be before the
+ * commit is visible to other sessions (a synchronous standby's answer,
+ * or a busy machine, lies between), so a row can be published before
+ * it can be marked.  A row seen but no longer pending (marked by table
+ * mode meanwhile) is left as it is.
+ */
 static const char relay_wal_record_sql[] =
-	"UPDATE outbox o SET "
+	"WITH d AS (SELECT * FROM jsonb_to_recordset($1::jsonb) "
+	"AS d(id bigint, n int, err text)), "
+	"u AS (UPDATE outbox o SET "
 	"status = CASE WHEN d.err IS NULL THEN 'sent' ELSE 'failed' END, "
 	"sent_at = CASE WHEN d.err IS NULL THEN now() END, "
 	"claim = NULL, attempts = o.attempts + d.n, last_error = d.err "
-	"FROM jsonb_to_recordset($1::jsonb) AS d(id bigint, n int, err text) "
-	"WHERE o.id = d.id AND o.status = 'pending'";
+	"FROM d WHERE o.id = d.id AND o.status = 'pending') "
+	"SELECT d.id FROM d WHERE NOT EXISTS "
+	"(SELECT 1 FROM outbox x WHERE x.id = d.id) ORDER BY d.id";
+
+static int
+relay_wal_id_cmp(const void *a, const void *b)
+{
+	int64_t	x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The first column of res (ids, in order) as an array; caller frees. */
+static int64_t *
+relay_wal_ids(const PGresult *res, int *n)
+{
+	int64_t	*v;
+	int	 i;
+
+	*n = PQntuples(res);
+	if ((v = reallocarray(NULL, (size_t)*n + 1, sizeof(*v))) == NULL)
+		fatal("reallocarray");
+	for (i = 0; i < *n; i++)
+		v[i] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+	return v;
+}
+
+static int
+relay_wal_has(const int64_t *v, int n, int64_t id)
+{
+	return bsearch(&id, v, (size_t)n, sizeof(*v), relay_wal_id_cmp) !=
+	    NULL;
+}
 
 struct pg_conn *
 relay_wal_db(struct relay_wal *w)
@@ -92,9 +135,12 @@ relay_wal_db_close(struct relay_wal *w)
 	w->nrecording = 0;
 }
 
-/* The statement's answer: its events done, or queued again. */
+/* The statement's answer: its events done, or queued again (all of
+ * them when it failed; those out of sight, see relay_wal_record_sql,
+ * for the next tick, WAL_RECORD_TRIES times at most). */
 static void
-relay_wal_recorded(struct relay_wal *w, int ok)
+relay_wal_recorded(struct relay_wal *w, int ok, const int64_t *unseen,
+    int nunseen)
 {
 	struct wal_ev	**evs = w->recording;
 	int		  i, n = w->nrecording;
@@ -109,8 +155,21 @@ relay_wal_recorded(struct relay_wal *w, int ok)
 		free(evs);
 		return;
 	}
-	for (i = 0; i < n; i++)
-		relay_wal_done(w, evs[i]);
+	for (i = 0; i < n; i++) {
+		if (!relay_wal_has(unseen, nunseen, evs[i]->row))
+			relay_wal_done(w, evs[i]);
+		else if (++evs[i]->tries < WAL_RECORD_TRIES) {
+			TAILQ_INSERT_TAIL(&w->recordq, evs[i], entry);
+			w->nrecord++;
+		} else {
+			log_warnx("outbox row %" PRId64 " was %s but is still "
+			    "not to be seen after %d s (deleted?): not marked",
+			    evs[i]->row, evs[i]->m.outcome == SINK_SENT ?
+			    "published" : "failed", WAL_RECORD_TRIES *
+			    WAL_TICK_MS / 1000);
+			relay_wal_done(w, evs[i]);
+		}
+	}
 	free(evs);
 }
 
@@ -142,18 +201,45 @@ relay_wal_paused(struct relay_wal *w, const PGresult *res)
 	relay_wal_pump(w);
 }
 
+/* The statement keeping the confirmed position in outbox_wal_confirmed
+ * (never moved back: another relay may have gone further), into buf;
+ * "" when there is nothing new (only the streaming relay has).  The slot
+ * name is [a-z0-9_] (conf_wal.c), the LSN hexadecimal: no quoting. */
+static const char *
+relay_wal_store_sql(struct relay_wal *w, char *buf, size_t len)
+{
+	uint64_t	lag;
+	char		lsn[24];
+
+	if (w->confirmed <= w->stored_lsn ||
+	    wal_stream_lag(w->stream, &lag) == -1)
+		return "";
+	snprintf(buf, len, "INSERT INTO outbox_wal_confirmed AS c (slot, lsn) "
+	    "VALUES ('%s', '%s') ON CONFLICT (slot) DO UPDATE SET lsn = "
+	    "greatest(c.lsn, excluded.lsn), updated_at = now(); ",
+	    w->conf->relay.wal_slot, pgo_lsn_text(w->confirmed, lsn,
+	    sizeof(lsn)));
+	w->stored_lsn = w->confirmed;
+	return buf;
+}
+
 void
 relay_wal_pause_poll(struct relay_wal *w)
 {
-	int64_t	now = clock_mono_us();
+	int64_t		 now = clock_mono_us();
+	char		 sql[512], store[256];
 
 	if (w->nrecording > 0 || w->polling || now - w->polled_us < 1000000 ||
 	    relay_wal_db(w) == NULL || relay_wal_db_ready(w) == -1)
 		return;
 	w->polled_us = now;
-	if (PQsendQuery(w->db, "SELECT NULL::text WHERE (SELECT paused FROM "
-	    "outbox_control WHERE id = 1) UNION ALL SELECT destination FROM "
-	    "outbox_paused_destinations") != 1 || PQflush(w->db) == -1) {
+	/* The position first: its COMMAND_OK is skipped by
+	 * relay_wal_paused(). */
+	snprintf(sql, sizeof(sql), "%sSELECT NULL::text WHERE (SELECT paused "
+	    "FROM outbox_control WHERE id = 1) UNION ALL SELECT destination "
+	    "FROM outbox_paused_destinations", relay_wal_store_sql(w, store,
+	    sizeof(store)));
+	if (PQsendQuery(w->db, sql) != 1 || PQflush(w->db) == -1) {
 		relay_wal_db_close(w);
 		return;
 	}
@@ -167,7 +253,8 @@ relay_wal_on_db(evutil_socket_t fd, short what, void *arg)
 	struct relay_wal	*w = arg;
 	PGresult		*res;
 	char			 why[512];
-	int			 ok = 1;
+	int64_t			*unseen = NULL;
+	int			 ok = 1, nunseen = 0;
 
 	(void)fd;
 	(void)what;
@@ -190,16 +277,18 @@ relay_wal_on_db(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	while ((res = PQgetResult(w->db)) != NULL) {
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 			ok = 0;
 			log_limited(&w->db_limit, LOG_LEVEL_WARN, "recording "
 			    "published rows failed (trying again): %s",
 			    db_result_error(why, sizeof(why), res, w->db));
-		}
+		} else if (unseen == NULL)
+			unseen = relay_wal_ids(res, &nunseen);
 		PQclear(res);
 	}
 	event_del(w->db_ev);
-	relay_wal_recorded(w, ok);
+	relay_wal_recorded(w, ok, unseen, nunseen);
+	free(unseen);
 }
 
 /* The JSON parameter for the first up to WAL_RECORD_MAX queued rows,
@@ -308,6 +397,35 @@ relay_wal_db_wait(struct relay_wal *w)
 }
 
 void
+relay_wal_store_now(struct relay_wal *w)
+{
+	char	store[256];
+
+	relay_wal_db_wait(w);
+	if (w->db != NULL && *relay_wal_store_sql(w, store, sizeof(store)))
+		PQclear(PQexec(w->db, store));
+}
+
+int
+relay_wal_stored(struct relay_wal *w, uint64_t *lsn)
+{
+	PGresult	*res;
+	const char	*p[1] = { w->conf->relay.wal_slot };
+	int		 rv = -1;
+
+	*lsn = 0;
+	if (relay_wal_db(w) == NULL || (relay_wal_db_wait(w), w->db == NULL))
+		return -1;
+	res = PQexecParams(w->db, "SELECT lsn::text FROM outbox_wal_confirmed "
+	    "WHERE slot = $1", 1, NULL, p, NULL, NULL, 0);
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && (PQntuples(res) == 0 ||
+	    pgo_lsn_parse(PQgetvalue(res, 0, 0), lsn) == 0))
+		rv = 0;
+	PQclear(res);
+	return rv;
+}
+
+void
 relay_wal_record_now(struct relay_wal *w)
 {
 	int	tries;
@@ -402,19 +520,14 @@ relay_wal_catchup_mark(struct relay_wal *w, const char *snapshot)
 	return 0;
 }
 
-static int
-relay_wal_id_cmp(const void *a, const void *b)
-{
-	int64_t	x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * The backlog's rows were committed while this stream did not run:
  * table mode (a slot kept through a table-mode period), or this relay
  * before a restart (sent and marked, not yet confirmed), may have
- * published or failed them since.  Their status is the truth.
+ * published or failed them since.  Their status is the truth.  A row
+ * not to be seen is looked for again for a tick (its commit may not be
+ * visible yet, see relay_wal_record_sql), then taken as deleted
+ * (retention deletes rows sent long ago).
  */
 int
 relay_wal_check(struct relay_wal *w)
@@ -423,8 +536,8 @@ relay_wal_check(struct relay_wal *w)
 	PGresult	*res;
 	const char	*p[1];
 	char		*ids, why[512];
-	int64_t		*v;
-	int		 n = 0;
+	int64_t		*v, *seen, *pend, now = clock_mono_us();
+	int		 i, n = 0, nseen, npend = 0;
 
 	if ((v = reallocarray(NULL, (size_t)w->nchecks + 1, sizeof(*v))) ==
 	    NULL)
@@ -439,27 +552,38 @@ relay_wal_check(struct relay_wal *w)
 	}
 	if ((ids = db_int8_array(v, n)) == NULL)
 		fatal("db_int8_array");
+	free(v);
 	p[0] = ids;
-	res = PQexecParams(w->db, "SELECT id FROM outbox WHERE id = "
-	    "ANY($1::bigint[]) AND status = 'pending' ORDER BY id", 1, NULL,
-	    p, NULL, NULL, 0);
+	res = PQexecParams(w->db, "SELECT id, status = 'pending' FROM outbox "
+	    "WHERE id = ANY($1::bigint[]) ORDER BY id", 1, NULL, p, NULL, NULL,
+	    0);
 	free(ids);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		log_limited(&w->db_limit, LOG_LEVEL_WARN, "checking the rows "
 		    "committed before the stream started (trying again): %s",
 		    db_result_error(why, sizeof(why), res, w->db));
 		PQclear(res);
-		free(v);
 		return -1;
 	}
-	for (n = 0; n < PQntuples(res); n++)
-		v[n] = strtoll(PQgetvalue(res, n, 0), NULL, 10);
+	seen = relay_wal_ids(res, &nseen);
+	if ((pend = reallocarray(NULL, (size_t)nseen + 1, sizeof(*pend))) ==
+	    NULL)
+		fatal("reallocarray");
+	for (i = 0; i < nseen; i++)
+		if (strcmp(PQgetvalue(res, i, 1), "t") == 0)
+			pend[npend++] = seen[i];
 	PQclear(res);
-	TAILQ_FOREACH(ev, &w->checkq, entry)
-		if (ev->row > 0 && bsearch(&ev->row, v, (size_t)n, sizeof(*v),
-		    relay_wal_id_cmp) == NULL)
-			ev->gone = 1;
-	free(v);
+	TAILQ_FOREACH(ev, &w->checkq, entry) {
+		ev->gone = 0;
+		if (ev->row <= 0 || relay_wal_has(pend, npend, ev->row))
+			continue;
+		if (ev->due_us == 0)
+			ev->due_us = now + WAL_TICK_MS * 1000;
+		ev->gone = relay_wal_has(seen, nseen, ev->row) ||
+		    now >= ev->due_us ? 1 : -1;
+	}
+	free(seen);
+	free(pend);
 	return 0;
 }
 

@@ -8,7 +8,10 @@
 # Then wal again with the slot kept: the slot streams every insert of the
 # table-mode period, and those rows (sent by table mode) are not
 # published a second time; a table-less event written meanwhile is
-# published once, by wal mode.
+# published once, by wal mode.  Last, a row streamed before its commit is
+# visible (a synchronous standby that does not answer) is published once
+# and marked sent when the commit shows; and after outboxd and PostgreSQL
+# restart, table-less events already published are not published again.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
 test_init
@@ -87,4 +90,53 @@ check_eq "messages received of the table-mode period (300 rows), the event and 1
 gone=$(tail -n +"$((mark + 1))" "$OUTBOXD_LOG" | sed -n 's/.*msg="\([0-9]*\) row(s) committed before the stream started were no longer pending.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
 say "rows the kept slot streamed again and wal mode left unpublished: $gone"
 check "the log counts the $K table-mode rows as not published again ($gone >= $K)" [ "$gone" -ge "$K" ]
+
+# A row streamed before its commit is visible: with a synchronous standby
+# that never answers, the commit is flushed (so the walsender streams it)
+# and then waits, unseen by other sessions, for the standby.  The relay
+# publishes the row at once; it must mark it sent once the commit shows.
+sql "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+psql -X -qAt -c "SET synchronous_commit = on" -c "INSERT INTO outbox (event_type, ordering_key, payload)
+     VALUES ('wal.unseen', 'unseen', '{\"n\": 9999}')" >"$T_DIR/unseen.out" 2>&1 &
+INS=$!
+sleep 2
+check_eq "the commit waits for the standby (row not visible yet)" 0 \
+	"$(sql "SELECT count(*) FROM outbox WHERE event_type = 'wal.unseen'")"
+sql "ALTER SYSTEM RESET synchronous_standby_names" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+wait "$INS" || fail "the INSERT waiting for the standby failed: $(cat "$T_DIR/unseen.out")"
+unseen_sent() { [ "$(sql "SELECT status FROM outbox WHERE event_type = 'wal.unseen'")" = sent ]; }
+wait_until 10 "the row published before its commit showed marked sent" unseen_sent || true
+check "a row published before its commit was visible is marked sent once it is" unseen_sent
+"$PY" "$T_LIB/sqs-drain.py" --endpoint "$SQS_ENDPOINT" --queue-url "$QUEUE_URL" --idle 3 >"$T_DIR/got3.tsv" || true
+check_eq "  ... and was published once" 9999 "$(cut -f4- "$T_DIR/got3.tsv" | jq -r .n | tr '\n' ' ' | sed 's/ $//')"
+
+# A server restart after a stop: PostgreSQL 15 may not save the slot's
+# confirmed position at its shutdown, so the slot streams again what was
+# done; outboxd's own record (outbox_wal_confirmed) skips it.  Table-less
+# events are the test: no row can stop them.
+for i in $(seq 1 20); do
+	sql "SELECT pg_logical_emit_message(true, 'outbox', '{\"event_type\": \"wal.restart\", \"ordering_key\": \"r\", \"payload\": {\"n\": $((20000 + i))}}')" >/dev/null
+done
+lsn_ev=$(sql "SELECT pg_current_wal_lsn()")
+"$PY" "$T_LIB/sqs-drain.py" --endpoint "$SQS_ENDPOINT" --queue-url "$QUEUE_URL" --count 20 --idle 5 >"$T_DIR/got4.tsv" || true
+check_eq "20 table-less events published before the restart" 20 "$(wc -l <"$T_DIR/got4.tsv")"
+kept() { [ "$(sql "SELECT lsn >= '$lsn_ev' FROM outbox_wal_confirmed WHERE slot = 'outboxd'")" = t ]; }
+wait_until 10 "outbox_wal_confirmed past the events" kept || true
+check "outbox_wal_confirmed keeps a position past the events ($lsn_ev)" kept
+outboxd_stop
+PG_BINDIR=${PG_BINDIR:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
+if [ "$(id -u)" = 0 ]; then as_pg() { runuser -u "${PG_OS_USER:-postgres}" -- "$@"; }; else as_pg() { "$@"; }; fi
+as_pg "$PG_BINDIR/pg_ctl" -D "$T_STACK/pg/data" -l "$T_STACK/pg/pg.log" -m fast -w -t 60 restart >"$T_DIR/pg_ctl.out" 2>&1 ||
+	die "pg_ctl restart failed: $(cat "$T_DIR/pg_ctl.out")"
+say "slot after the restart: confirmed $(sql "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'outboxd'"), events up to $lsn_ev"
+outboxd_start "$T_DIR/outbox.conf" outboxd2
+streaming2() { grep -q 'msg="streaming slot outboxd' "$OUTBOXD_LOG"; }
+wait_until 15 "a relay streaming after the restarts" streaming2 || true
+sql "SELECT pg_logical_emit_message(true, 'outbox', '{\"event_type\": \"wal.restart\", \"ordering_key\": \"r\", \"payload\": {\"n\": 20021}}')" >/dev/null
+"$PY" "$T_LIB/sqs-drain.py" --endpoint "$SQS_ENDPOINT" --queue-url "$QUEUE_URL" --idle 5 >"$T_DIR/got5.tsv" || true
+check_eq "after outboxd and PostgreSQL restarted, only the new event (none published again)" 20021 \
+	"$(cut -f4- "$T_DIR/got5.tsv" | jq -r .n | tr '\n' ' ' | sed 's/ $//')"
 sql "SELECT pg_drop_replication_slot('outboxd')" >/dev/null 2>&1 || true
