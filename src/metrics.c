@@ -33,10 +33,12 @@
 #include <sys/mman.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "metrics.h"
 
@@ -342,11 +344,42 @@ metrics_wal_bad_message(void)
 		ADD(&metrics_shm->wal_bad_messages, 1);
 }
 
+/* A pid per streaming relay, not a count: a relay killed or retired
+ * while streaming never says it stopped, and metrics_wal_streamers()
+ * counts only pids still alive. */
 void
 metrics_wal_streaming(int up)
 {
-	if (metrics_shm != NULL)
-		ADD(&metrics_shm->wal_streaming, (int64_t)(up ? 1 : -1));
+	int32_t	pid = (int32_t)getpid(), none;
+	int	i;
+
+	if (metrics_shm == NULL)
+		return;
+	for (i = 0; i < METRICS_WAL_PIDS; i++) {
+		none = 0;
+		if (up ? __atomic_compare_exchange_n(
+		    &metrics_shm->wal_streaming[i], &none, pid, 0,
+		    __ATOMIC_RELAXED, __ATOMIC_RELAXED) :
+		    LOAD(&metrics_shm->wal_streaming[i]) == pid) {
+			if (!up)
+				STORE(&metrics_shm->wal_streaming[i], 0);
+			return;
+		}
+	}
+}
+
+int64_t
+metrics_wal_streamers(const struct metrics_shm *m)
+{
+	int64_t	n = 0;
+	int32_t	pid;
+	int	i;
+
+	for (i = 0; i < METRICS_WAL_PIDS; i++)
+		if ((pid = LOAD(&m->wal_streaming[i])) != 0 &&
+		    (kill(pid, 0) == 0 || errno == EPERM))
+			n++;
+	return n;
 }
 
 void

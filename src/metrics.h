@@ -17,6 +17,7 @@
 #define METRICS_ERROR_MAX	200
 #define NELEM(a)		(sizeof(a) / sizeof((a)[0]))
 
+#define METRICS_WAL_PIDS 64	/* streaming relays counted (one is normal) */
 #define ADD(p, n)	__atomic_fetch_add((p), (n), __ATOMIC_RELAXED)
 #define LOAD(p)		__atomic_load_n((p), __ATOMIC_RELAXED)
 #define STORE(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELAXED)
@@ -91,7 +92,8 @@ struct metrics_shm {
 	uint64_t	handoff_rows;		/* taken by relay 1 */
 	uint64_t	handoff_failed;		/* not handed over */
 	uint64_t	wal_bad_messages;	/* wal mode: skipped messages */
-	int64_t		wal_streaming;		/* wal mode: relays streaming */
+	int32_t		wal_streaming[METRICS_WAL_PIDS]; /* wal mode: pids
+						   of the relays streaming */
 	int64_t		wal_lag_bytes;		/* ... the slot's lag */
 	int64_t		wal_oldest_ms;		/* ... oldest event not done */
 	uint64_t	accept_paused[METRICS_NPAUSE];
@@ -130,5 +132,8 @@ int		 metrics_dest_by_name(const char *name);
 /* The label value of slot i, and its sink's ("none" for the other). */
 const char	*metrics_dest_label(int i);
 const char	*metrics_dest_sink(int i);
+/* Relays streaming the slot now: those that said so and are still
+ * alive (kill(pid, 0)). */
+int64_t		 metrics_wal_streamers(const struct metrics_shm *);
 
 #endif /* METRICS_H */

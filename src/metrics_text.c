@@ -460,7 +460,7 @@ metrics_render(size_t *len)
 	    "relay.mode = \"wal\": relays streaming the slot (1: one reads, "
 	    "the others stand by).");
 	metrics_printf(&b, "outboxd_wal_streaming %" PRId64 "\n",
-	    LOAD(&m->wal_streaming));
+	    metrics_wal_streamers(m));
 	metrics_family(&b, "outboxd_wal_slot_lag_bytes", "gauge",
 	    "relay.mode = \"wal\": bytes of WAL between the server's end and "
 	    "the slot's confirmed position, as the streaming relay saw them.");

@@ -86,6 +86,8 @@ kill -CONT "$master"
 wait_until 10 "the master to start a relay in place of the killed one" \
 	test "$(relay_pids | wc -l)" -eq 2 || true
 check_eq "relays running after the master's restart of the killed one" 2 "$(relay_pids | wc -l)"
+check_eq "outboxd_wal_streaming counts the new reader, not the killed one" 1 \
+	"$(curl -fsS --max-time 5 "$OUTBOXD_URL/metrics" | awk '$1 == "outboxd_wal_streaming" { print $2 }')"
 
 wait "$ORDERS_BG_PID"
 say "POST /orders: $(orders_codes "$T_DIR/orders")"
