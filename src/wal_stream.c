@@ -421,7 +421,13 @@ wal_stream_on_read(evutil_socket_t fd, short what, void *arg)
 		PGresult	*res = PQgetResult(s->conn);
 		char		 why[256];
 
-		db_result_error(why, sizeof(why), res, s->conn);
+		/* The server ended the copy (it is shutting down): the
+		 * result is a success, its status no reason to show. */
+		if (PQresultStatus(res) == PGRES_COMMAND_OK)
+			snprintf(why, sizeof(why), "the server ended the "
+			    "stream (shutting down?)");
+		else
+			db_result_error(why, sizeof(why), res, s->conn);
 		PQclear(res);
 		wal_stream_retry(s, why);
 	} else if (n == -2)

@@ -79,14 +79,37 @@ count(const char *text, size_t len, const char *v, size_t n)
 	return k;
 }
 
-/* 1 if err shows the value of a secret that text sets, where that value
- * stands nowhere else in the text (else it may be shown for that). */
+/* conf_load() of the n bytes at text: its error into err ("" if it
+ * loads). */
+static void
+load_err(const char *text, size_t n, char *err, size_t errlen)
+{
+	struct conf	*c = NULL;
+
+	CHECK(ftruncate(conf_fd, 0) == 0);
+	CHECK(n == 0 || pwrite(conf_fd, text, n, 0) == (ssize_t)n);
+	err[0] = '\0';
+	if (conf_load(conf_path, &c, err, errlen) == 0) {
+		conf_free(c);
+		err[0] = '\0';
+	}
+}
+
+/*
+ * 1 if err shows the value of a secret that text sets, where that value
+ * stands nowhere else in the text (else it may be shown for that).  The
+ * error's own words may hold the same bytes (a secret set to "us-east-1"
+ * where the message's example is us-east-1): so the file is loaded again
+ * with the secret's letters and digits changed, and the secret counts as
+ * shown only if it stands in err more often than in that error.
+ */
 static int
 shows_secret(const char *text, size_t len, const char *err)
 {
 	struct conf_secrets	 s;
 	const struct conf_span	*sp;
-	char			*copy;
+	char			*copy, *other, *ch, err2[1024];
+	size_t			 j;
 	int			 i, found = 0;
 
 	if (memchr(text, '\0', len) != NULL ||
@@ -97,9 +120,26 @@ shows_secret(const char *text, size_t len, const char *err)
 	conf_scan_secrets(copy, &s);
 	for (i = 0; i < s.n && !found; i++) {
 		sp = &s.spans[i];
-		if (sp->len < 8 || count(text, len, sp->value, sp->len) != 1)
+		if (sp->len < 8 || count(text, len, sp->value, sp->len) != 1 ||
+		    count(err, strlen(err), sp->value, sp->len) == 0)
 			continue;
-		found = count(err, strlen(err), sp->value, sp->len) != 0;
+		CHECK((other = malloc(len)) != NULL);
+		memcpy(other, text, len);
+		for (j = 0; j < sp->len; j++) {
+			ch = &other[sp->value - copy + j];
+			if (*ch >= 'a' && *ch <= 'y')
+				(*ch)++;
+			else if (*ch == 'z')
+				*ch = 'a';
+			else if (*ch >= '0' && *ch <= '8')
+				(*ch)++;
+			else if (*ch == '9')
+				*ch = '0';
+		}
+		load_err(other, len, err2, sizeof(err2));
+		free(other);
+		found = count(err, strlen(err), sp->value, sp->len) >
+		    count(err2, strlen(err2), sp->value, sp->len);
 	}
 	free(copy);
 	return found;
