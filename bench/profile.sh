@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # profile.sh -- where the time goes for B1, B2 and B3 (bench/README.md "Profiling notes").
 #
-#   bench/profile.sh [--out DIR] [--no-callgrind] [--no-b3] [--only-b3]
+#   bench/profile.sh [--out DIR] [--no-callgrind] [--no-b3] [--only-b3] [--wal]
 #
 # About 10 minutes in all on the 2-core machine; --only-b3 runs step 3 alone (about 1 minute),
 # on a fresh stack, as the first thing after it comes up.
@@ -20,19 +20,24 @@
 #    PostgreSQL, outboxd and the emulator (lib/b3-split.py), in DIR/b3-split.json; the
 #    capture and the rows it was matched with are DIR/b3.pcap and DIR/b3-rows.csv, the run's
 #    own result DIR/b3.jsonl (and its output b3-e2e.txt), tcpdump's messages tcpdump.log.
+# --wal: step 1 only, relay.mode "wal" beside "table" on one server (wal_level = logical,
+#    synchronous_commit = on, as run.sh --only wal): B1 full chain to SQS and to the 204 sink,
+#    B2 (1 relay) to both, each in both modes, labels ending -table and -wal.  cpu.jsonl then
+#    also splits outboxd by worker kind and PostgreSQL's walsender out (lib/cpu.sh).
 # Exits non-zero when a step's run or split failed.
 # Brings up its own stack (tests/lib/stack.sh) and nginx sink; OUTBOXD_BIN as in run.sh.
 # Needs the workload folder: uses the vendored bench/workloads (npm ci in a scratch copy).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-OUT= CG=1 B3=1 SPLIT=1 tp= failed=0
+OUT= CG=1 B3=1 SPLIT=1 WAL=0 tp= failed=0
 while [ $# -gt 0 ]; do
   case $1 in
   --out) OUT=${2:?--out needs a folder}; shift ;;
   --no-callgrind) CG=0 ;;
   --no-b3) B3=0 ;;
   --only-b3) SPLIT=0 CG=0 ;;
+  --wal) WAL=1 CG=0 B3=0 ;;
   *) echo "profile.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -43,6 +48,7 @@ say() { echo "profile: $(date +%H:%M:%S) $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
 OUTBOXD_BIN=${OUTBOXD_BIN:-$ROOT/outboxd}
 [ -x "$OUTBOXD_BIN" ] || die "no $OUTBOXD_BIN (make first, or set OUTBOXD_BIN)"
+for c in wrk nginx jq psql; do command -v $c >/dev/null || die "$c not found (bench/run.sh installs it: apt-get install wrk nginx-light jq)"; done
 [ $CG = 0 ] || command -v valgrind >/dev/null || die "valgrind not found (apt-get install valgrind)"
 [ $B3 = 0 ] || command -v tcpdump >/dev/null || die "tcpdump not found (apt-get install tcpdump), or --no-b3"
 
@@ -61,6 +67,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+[ $WAL = 0 ] || export PG_WAL_LEVEL=logical
 "$ROOT/tests/lib/stack.sh" up "$SCRATCH/stack" >&2 || die "stack.sh up failed"
 source "$SCRATCH/stack/env"
 SINK_PORT=$("$ROOT/tests/lib/free-port")
@@ -78,10 +85,20 @@ PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 printf '%s\n' "shared_preload_libraries = 'pg_stat_statements'" "pg_stat_statements.track = all" \
   "pg_stat_statements.track_planning = on" "track_commit_timestamp = on" \
   >>"$STACK_DIR/pg/data/postgresql.conf"
+[ $WAL = 0 ] || printf '%s\n' "synchronous_commit = on" "track_wal_io_timing = on" >>"$STACK_DIR/pg/data/postgresql.conf"
 as_pg=(); [ "$(id -u)" = 0 ] && as_pg=(runuser -u postgres --)
 "${as_pg[@]}" "$PGBIN/pg_ctl" -D "$STACK_DIR/pg/data" -l "$STACK_DIR/pg/pg.log" -w restart >/dev/null ||
   die "PostgreSQL restart with pg_stat_statements failed"
 psql -qAtX "$DATABASE_URL" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
+# pg_stat_wal between the two snapshots (--wal): WAL records and bytes written, and the
+# flushes (wal_sync) and their time, which every commit with synchronous_commit = on waits for.
+wal_snap() { psql -qAtX -F' ' "$DATABASE_URL" -c "SELECT wal_records, wal_bytes, wal_sync, wal_sync_time FROM pg_stat_wal" >"$1"; }
+wal_result() { # LABEL A B
+  local a b
+  read -r -a a <"$2"; read -r -a b <"$3"
+  echo "{\"bench\":\"wal-io\",\"label\":\"$1\",\"wal_records\":$((b[0] - a[0])),\"wal_bytes\":$((b[1] - a[1])),\"wal_syncs\":$((b[2] - a[2])),\"wal_sync_ms\":$(awk -v x="${a[3]}" -v y="${b[3]}" 'BEGIN { printf "%.0f", y - x }')}" |
+    tee -a "$OUT/cpu.jsonl" >&2
+}
 pgss_reset() { psql -qAtX "$DATABASE_URL" -c "SELECT pg_stat_statements_reset()" >/dev/null; }
 pgss_dump() { # LABEL: where PostgreSQL spent its time, by statement (nested ones included)
   psql -X "$DATABASE_URL" -c "SELECT calls, round(total_exec_time::numeric) AS exec_ms,
@@ -103,10 +120,11 @@ echo "{\"bench\":\"meta\",\"date\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"commit\"
 b1_split() { # LABEL
   wrk -t2 -c32 -d30s -s b1-post.lua "$BASE_URL/orders" >"$OUT/wrk.$1.txt" 2>&1 &
   local w=$!
-  sleep 3; cpu_snap "$SCRATCH/a"; pgss_reset
-  sleep 6; cpu_snap "$SCRATCH/b"; pgss_dump "$1"
+  sleep 3; cpu_snap "$SCRATCH/a"; pgss_reset; wal_snap "$SCRATCH/wa"
+  sleep 6; cpu_snap "$SCRATCH/b"; wal_snap "$SCRATCH/wb"; pgss_dump "$1"
   kill -INT $w 2>/dev/null; wait $w
   cpu_result "$1" "$SCRATCH/a" "$SCRATCH/b"
+  wal_result "$1" "$SCRATCH/wa" "$SCRATCH/wb"
 }
 # B2: N rows, R relays; snapshots 0.5 s after the start and when 20% are left (or ~3 min).
 # 100,000 rows, not B2's 20,000: those drain in under 2 s now, most of it before the first
@@ -117,12 +135,13 @@ b2_split() { # LABEL RELAYS
   impl_relays_stop; impl_consumers_stop
   for _ in 1 2 3 4 5; do sql -v n=$((n / 5)) <<<"$B2_INSERT_SQL" >/dev/null; done
   impl_relays_start "$2"; sleep 0.5
-  cpu_snap "$SCRATCH/a"; pgss_reset
+  cpu_snap "$SCRATCH/a"; pgss_reset; wal_snap "$SCRATCH/wa"
   for _ in $(seq 1200); do
     p=$(sql -c "$OUTBOX_PENDING_SQL"); [ "$p" -le $((n / 5)) ] && break; sleep 0.1
   done
-  cpu_snap "$SCRATCH/b"; pgss_dump "$1"
+  cpu_snap "$SCRATCH/b"; wal_snap "$SCRATCH/wb"; pgss_dump "$1"
   cpu_result "$1 events=$((n - p))" "$SCRATCH/a" "$SCRATCH/b"
+  wal_result "$1 events=$((n - p))" "$SCRATCH/wa" "$SCRATCH/wb"
   impl_relays_stop
 }
 
@@ -157,6 +176,22 @@ if [ $B3 = 1 ]; then
   impl_down
 fi
 
+if [ $SPLIT = 1 ] && [ $WAL = 1 ]; then
+  say "CPU split: B1 ingest only"
+  impl_reset >/dev/null; OB_RELAYS=0 OB_CONSUMERS=0 impl_up; sleep 1
+  b1_split b1-ingest-only
+  for OB_RELAY_MODE in table wal; do
+    for sink in sqs http; do
+      say "CPU split: B1 full chain to $sink, relay.mode $OB_RELAY_MODE"
+      impl_reset >/dev/null; OB_SINK=$sink impl_up; sleep 1
+      OB_SINK=$sink b1_split "b1-full-chain-$sink-$OB_RELAY_MODE"
+      say "CPU split: B2 $sink, 1 relay, relay.mode $OB_RELAY_MODE"
+      impl_reset >/dev/null
+      OB_SINK=$sink b2_split "b2-$sink-1relay-$OB_RELAY_MODE" 1
+    done
+  done
+  OB_RELAY_MODE=table SPLIT=0
+fi
 if [ $SPLIT = 1 ]; then
   say "CPU split: B1 ingest only"
   impl_reset >/dev/null; OB_RELAYS=0 OB_CONSUMERS=0 impl_up; sleep 1

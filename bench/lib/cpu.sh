@@ -11,6 +11,9 @@
 #             = everything else on the machine, other users' work included
 #   uptime    /proc/uptime read right after /proc/stat (centiseconds): the wall time the
 #             machine figure covers, whatever the snapshot itself takes on a loaded machine
+#   and parts of two groups, by process title (live processes only; not added to the known
+#   total): ob_http, ob_relay, ob_consumer (outboxd's workers of each kind) and pg_walsender
+#   (PostgreSQL's walsenders: wal mode's stream)
 # cpu_result LABEL A B   print and record (lib.sh's result) one JSON line: seconds of CPU
 #   per group between snapshots A and B, and the share of the machine's 2 cores.
 _cpu_proc() { # PID [with_children_exited] -> ticks
@@ -25,6 +28,13 @@ _cpu_tree() { # PID -> ticks of PID (with exited children) and its live children
   t=$(_cpu_proc "$p" 1)
   for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do t=$((t + $(_cpu_proc "$c" 1))); done
   echo "$t"
+}
+_cpu_titled() { # PARENT TITLE-PATTERN NAME -> "NAME ticks" of PARENT's live children so titled
+  local p t=0
+  for p in $(ps -o pid=,args= --ppid "${1:-0}" 2>/dev/null | awk -v pat="$2" 'index($0, pat) { print $1 }'); do
+    t=$((t + $(_cpu_proc "$p" 0)))
+  done
+  echo "$3 $t"
 }
 _cpu_pidfile() { [ -f "$1" ] && awk '{print $1; exit}' "$1"; }
 cpu_snap() {
@@ -42,6 +52,10 @@ cpu_snap() {
     echo "ddb $(_cpu_tree "$dd")"
     echo "sink $(_cpu_tree "$sk")"
     echo "load $ld"
+    _cpu_titled "$ob" 'outboxd: http' ob_http
+    _cpu_titled "$ob" 'outboxd: relay' ob_relay
+    _cpu_titled "$ob" 'outboxd: consumer' ob_consumer
+    _cpu_titled "$pg" 'walsender' pg_walsender
     echo "machine $t"
     echo "uptime $u"
   } >"$out"
@@ -60,6 +74,8 @@ cpu_result() { # LABEL A B
       n = split("pg outboxd sqs ddb sink load", g, " ")
       for (i = 1; i <= n; i++) printf ",\"%s_cpu_s\":%.2f", g[i], d[g[i]]
       printf ",\"other_cpu_s\":%.2f,\"machine_cpu_s\":%.2f", other, d["machine"]
+      n = split("ob_http ob_relay ob_consumer pg_walsender", s, " ")
+      for (i = 1; i <= n; i++) if (s[i] in d) printf ",\"%s_cpu_s\":%.2f", s[i], d[s[i]]
       for (i = 1; i <= n; i++) printf ",\"%s_pct\":%.1f", g[i], (d["machine"] > 0 ? 100 * d[g[i]] / d["machine"] : 0)
       printf ",\"other_pct\":%.1f,\"machine_busy_pct\":%.1f}", (d["machine"] > 0 ? 100 * other / d["machine"] : 0), (wall > 0 ? 100 * d["machine"] / (wall * ncpu) : 0)
     }' "$2" "$3")
