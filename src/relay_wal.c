@@ -256,6 +256,7 @@ wal_take(struct relay_wal *w, struct wal_ev *ev, const char *dest,
     const char *headers, size_t headers_len)
 {
 	ev->txn = w->cur;
+	ev->xid = w->cur->xid;
 	ev->m.outcome = SINK_RETRY;	/* not sent yet */
 	ev->m.retry_after = -1;
 	ev->m.reason = SINK_REASON_OTHER;
@@ -396,6 +397,8 @@ wal_on_message(struct relay_wal *w, const struct pgo_msg *m)
 	    memcmp(m->u.message.prefix.p, c->relay.wal_message_prefix,
 	    m->u.message.prefix.len) != 0)
 		return;
+	if (m->u.message.transactional && w->skip_txn)
+		return;		/* of a transaction we had, or confirmed */
 	if (!m->u.message.transactional || w->cur == NULL) {
 		log_limited(&w->bad_limit, LOG_LEVEL_ERROR, "a "
 		    "non-transactional message with prefix \"%s\" at %s: "
@@ -494,6 +497,7 @@ wal_on_msg(void *arg, const struct pgo_msg *m)
 		if ((t = calloc(1, sizeof(*t))) == NULL)
 			fatal("calloc");
 		t->final_lsn = m->u.begin.final_lsn;
+		t->xid = m->u.begin.xid;
 		t->begun_us = clock_mono_us();
 		t->backlog = t->final_lsn < wal_stream_start_lsn(w->stream);
 		if (!t->backlog)

@@ -29,6 +29,7 @@ struct wal_txn {
 						   marked */
 	int64_t			 begun_us;	/* its Begin came (monotonic) */
 	int			 catchup;	/* rows of the catch-up */
+	uint32_t		 xid;		/* from its Begin */
 	int			 backlog;	/* committed before the stream
 						   started: its rows are
 						   checked (w->checkq) */
@@ -56,12 +57,12 @@ struct wal_ev {
 	int64_t			 row;		/* outbox.id; 0: table-less */
 	int64_t			 due_us;	/* monotonic: not before */
 	int			 at_sink;
+	uint32_t		 xid;		/* its transaction's (0: the
+						   catch-up's) */
 	int			 gone;		/* the backlog's check: 1 its
 						   row is no longer pending
 						   (not published), -1 not
-						   to be seen yet (wait,
-						   until due_us) */
-	int			 tries;		/* marked, out of sight */
+						   to be seen yet (wait) */
 	TAILQ_ENTRY(wal_ev)	 entry;		/* in dest->q, recordq or
 						   checkq */
 };
@@ -195,6 +196,9 @@ void		 relay_wal_store_now(struct relay_wal *);
 /* The position outbox_wal_confirmed keeps for the slot into *lsn (0:
  * none), blocking.  0, or -1 (no connection, or the query failed). */
 int		 relay_wal_stored(struct relay_wal *, uint64_t *lsn);
+/* Delete the slot's kept position if it is still lsn (blocking; right
+ * after relay_wal_stored()). */
+void		 relay_wal_stored_forget(struct relay_wal *, uint64_t lsn);
 /* Record what is queued and wait (stopping). */
 void		 relay_wal_record_now(struct relay_wal *);
 /* Close the connection. */
@@ -208,7 +212,7 @@ int		 relay_wal_catchup_mark(struct relay_wal *, const char *snapshot);
 int		 relay_wal_catchup_load(struct relay_wal *);
 /* Which rows of w->checkq are still pending on the outbox, with one
  * query (blocking): the others' events get gone = 1, those of rows not
- * to be seen -1 for a tick (WAL_TICK_MS), then 1.  0, or -1 (logged: nothing
+ * to be seen -1 while their transaction is in progress, else 1.  0, or -1 (logged: nothing
  * changed). */
 int		 relay_wal_check(struct relay_wal *);
 /* The normal connection (connecting if need be, blocking), or NULL. */

@@ -27,7 +27,8 @@
  * stops, table-less events it cannot.  outbox_wal_confirmed keeps the
  * position as confirmed (relay_wal_pause_poll()); what commits before it
  * is skipped.  Never past the server's own position: a record from a
- * restored or another server would skip what was never seen.
+ * restored or another server would skip what was never seen, and is
+ * deleted at once, before the server's WAL can grow past it.
  */
 #include "config.h"
 
@@ -66,7 +67,6 @@ relay_wal_backlog_check(struct relay_wal *w)
 		TAILQ_REMOVE(&w->checkq, ev, entry);
 		w->nchecks--;
 		if (!ev->gone) {
-			ev->due_us = 0;
 			relay_wal_dispatch(w, ev);
 			continue;
 		}
@@ -94,10 +94,11 @@ relay_wal_resume_stored(struct relay_wal *w)
 		return;
 	if (stored > now) {
 		log_warnx("outbox_wal_confirmed says slot %s was confirmed up "
-		    "to %s, past the server's WAL (%s): ignored (a restored or "
-		    "another server?)", w->conf->relay.wal_slot,
+		    "to %s, past the server's WAL (%s): deleted, not used (a "
+		    "restored or another server?)", w->conf->relay.wal_slot,
 		    pgo_lsn_text(stored, a, sizeof(a)), pgo_lsn_text(now, b,
 		    sizeof(b)));
+		relay_wal_stored_forget(w, stored);
 		return;
 	}
 	log_info("resuming slot %s past %s, the position outboxd confirmed "

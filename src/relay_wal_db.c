@@ -33,27 +33,43 @@
 
 static int	relay_wal_db_ready(struct relay_wal *);
 
-#define WAL_RECORD_TRIES 50	/* ticks a row may stay out of sight */
+/*
+ * Whether the transaction of 32-bit xid X (pgoutput's Begin gives
+ * those) is still in progress in the statement's snapshot, with the
+ * snapshot as s (WAL_SNAP_SQL): the walsender streams a transaction once
+ * its commit is flushed, which may be before the commit is visible to
+ * other sessions (a synchronous standby's answer, or a busy machine, lies
+ * between), so a row can be published before it can be seen.  X is taken
+ * as the xid8 nearest the snapshot's xmax (a streamed transaction is
+ * recent); one at or past xmax is in progress too, which
+ * pg_snapshot_xip() alone would miss.
+ */
+#define WAL_SNAP_SQL \
+	"(SELECT pg_current_snapshot() AS snap, " \
+	"pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xm) AS s"
+#define WAL_IN_PROGRESS_SQL(x) \
+	"(" x " <> 0 AND NOT pg_visible_in_snapshot((s.xm + (((" x " - " \
+	"s.xm % 4294967296 + 2147483648) % 4294967296 + 4294967296) % " \
+	"4294967296 - 2147483648))::text::xid8, s.snap))"
 
 /*
- * $1: a JSON array of {"id", "n" (attempts made), "err" (null: sent)}.
- * Answers the ids of rows it cannot see: the walsender streams a
- * transaction once its commit is flushed, which may be before the
- * commit is visible to other sessions (a synchronous standby's answer,
- * or a busy machine, lies between), so a row can be published before
- * it can be marked.  A row seen but no longer pending (marked by table
- * mode meanwhile) is left as it is.
+ * $1: a JSON array of {"id", "n" (attempts made), "err" (null: sent),
+ * "x" (its transaction's xid)}.  Answers the rows it cannot see, each
+ * with whether its transaction is still in progress (marked later) or
+ * not (deleted since).  A row seen but no longer pending (marked by
+ * table mode meanwhile) is left as it is.
  */
 static const char relay_wal_record_sql[] =
 	"WITH d AS (SELECT * FROM jsonb_to_recordset($1::jsonb) "
-	"AS d(id bigint, n int, err text)), "
+	"AS d(id bigint, n int, err text, x bigint)), "
 	"u AS (UPDATE outbox o SET "
 	"status = CASE WHEN d.err IS NULL THEN 'sent' ELSE 'failed' END, "
 	"sent_at = CASE WHEN d.err IS NULL THEN now() END, "
 	"claim = NULL, attempts = o.attempts + d.n, last_error = d.err "
 	"FROM d WHERE o.id = d.id AND o.status = 'pending') "
-	"SELECT d.id FROM d WHERE NOT EXISTS "
-	"(SELECT 1 FROM outbox x WHERE x.id = d.id) ORDER BY d.id";
+	"SELECT d.id, " WAL_IN_PROGRESS_SQL("d.x") " FROM d, " WAL_SNAP_SQL
+	" WHERE NOT EXISTS (SELECT 1 FROM outbox o WHERE o.id = d.id) "
+	"ORDER BY d.id";
 
 static int
 relay_wal_id_cmp(const void *a, const void *b)
@@ -63,19 +79,24 @@ relay_wal_id_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The first column of res (ids, in order) as an array; caller frees. */
-static int64_t *
-relay_wal_ids(const PGresult *res, int *n)
+/* res's rows (id, in progress): the ids whose second column is true
+ * into *t, the others into *f, in order; caller frees both. */
+static void
+relay_wal_split(const PGresult *res, int64_t **t, int *nt, int64_t **f,
+    int *nf)
 {
-	int64_t	*v;
-	int	 i;
+	int	i, n = PQntuples(res);
 
-	*n = PQntuples(res);
-	if ((v = reallocarray(NULL, (size_t)*n + 1, sizeof(*v))) == NULL)
+	if ((*t = reallocarray(NULL, (size_t)n + 1, sizeof(**t))) == NULL ||
+	    (*f = reallocarray(NULL, (size_t)n + 1, sizeof(**f))) == NULL)
 		fatal("reallocarray");
-	for (i = 0; i < *n; i++)
-		v[i] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
-	return v;
+	*nt = *nf = 0;
+	for (i = 0; i < n; i++) {
+		if (strcmp(PQgetvalue(res, i, 1), "t") == 0)
+			(*t)[(*nt)++] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+		else
+			(*f)[(*nf)++] = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+	}
 }
 
 static int
@@ -136,11 +157,12 @@ relay_wal_db_close(struct relay_wal *w)
 }
 
 /* The statement's answer: its events done, or queued again (all of
- * them when it failed; those out of sight, see relay_wal_record_sql,
- * for the next tick, WAL_RECORD_TRIES times at most). */
+ * them when it failed; those whose commit is not visible yet, see
+ * relay_wal_record_sql, for the next tick).  unseen: the rows not seen
+ * whose transaction is no longer in progress: deleted since. */
 static void
-relay_wal_recorded(struct relay_wal *w, int ok, const int64_t *unseen,
-    int nunseen)
+relay_wal_recorded(struct relay_wal *w, int ok, const int64_t *waiting,
+    int nwaiting, const int64_t *unseen, int nunseen)
 {
 	struct wal_ev	**evs = w->recording;
 	int		  i, n = w->nrecording;
@@ -156,19 +178,17 @@ relay_wal_recorded(struct relay_wal *w, int ok, const int64_t *unseen,
 		return;
 	}
 	for (i = 0; i < n; i++) {
-		if (!relay_wal_has(unseen, nunseen, evs[i]->row))
-			relay_wal_done(w, evs[i]);
-		else if (++evs[i]->tries < WAL_RECORD_TRIES) {
+		if (relay_wal_has(waiting, nwaiting, evs[i]->row)) {
 			TAILQ_INSERT_TAIL(&w->recordq, evs[i], entry);
 			w->nrecord++;
-		} else {
-			log_warnx("outbox row %" PRId64 " was %s but is still "
-			    "not to be seen after %d s (deleted?): not marked",
-			    evs[i]->row, evs[i]->m.outcome == SINK_SENT ?
-			    "published" : "failed", WAL_RECORD_TRIES *
-			    WAL_TICK_MS / 1000);
-			relay_wal_done(w, evs[i]);
+			continue;
 		}
+		if (relay_wal_has(unseen, nunseen, evs[i]->row))
+			log_warnx("outbox row %" PRId64 " was %s but is no "
+			    "longer in the outbox (deleted?): not marked",
+			    evs[i]->row, evs[i]->m.outcome == SINK_SENT ?
+			    "published" : "failed");
+		relay_wal_done(w, evs[i]);
 	}
 	free(evs);
 }
@@ -201,10 +221,11 @@ relay_wal_paused(struct relay_wal *w, const PGresult *res)
 	relay_wal_pump(w);
 }
 
-/* The statement keeping the confirmed position in outbox_wal_confirmed
- * (never moved back: another relay may have gone further), into buf;
- * "" when there is nothing new (only the streaming relay has).  The slot
- * name is [a-z0-9_] (conf_wal.c), the LSN hexadecimal: no quoting. */
+/* The statement keeping the confirmed position in outbox_wal_confirmed,
+ * into buf; "" when there is nothing new (only the streaming relay has:
+ * one at a time, so the last writer is right, and a value that came
+ * from elsewhere is overwritten).  The slot name is [a-z0-9_]
+ * (conf_wal.c), the LSN hexadecimal: no quoting. */
 static const char *
 relay_wal_store_sql(struct relay_wal *w, char *buf, size_t len)
 {
@@ -216,7 +237,7 @@ relay_wal_store_sql(struct relay_wal *w, char *buf, size_t len)
 		return "";
 	snprintf(buf, len, "INSERT INTO outbox_wal_confirmed AS c (slot, lsn) "
 	    "VALUES ('%s', '%s') ON CONFLICT (slot) DO UPDATE SET lsn = "
-	    "greatest(c.lsn, excluded.lsn), updated_at = now(); ",
+	    "excluded.lsn, updated_at = now(); ",
 	    w->conf->relay.wal_slot, pgo_lsn_text(w->confirmed, lsn,
 	    sizeof(lsn)));
 	w->stored_lsn = w->confirmed;
@@ -253,8 +274,8 @@ relay_wal_on_db(evutil_socket_t fd, short what, void *arg)
 	struct relay_wal	*w = arg;
 	PGresult		*res;
 	char			 why[512];
-	int64_t			*unseen = NULL;
-	int			 ok = 1, nunseen = 0;
+	int64_t			*unseen = NULL, *waiting = NULL;
+	int			 ok = 1, nunseen = 0, nwaiting = 0;
 
 	(void)fd;
 	(void)what;
@@ -283,11 +304,13 @@ relay_wal_on_db(evutil_socket_t fd, short what, void *arg)
 			    "published rows failed (trying again): %s",
 			    db_result_error(why, sizeof(why), res, w->db));
 		} else if (unseen == NULL)
-			unseen = relay_wal_ids(res, &nunseen);
+			relay_wal_split(res, &waiting, &nwaiting, &unseen,
+			    &nunseen);
 		PQclear(res);
 	}
 	event_del(w->db_ev);
-	relay_wal_recorded(w, ok, unseen, nunseen);
+	relay_wal_recorded(w, ok, waiting, nwaiting, unseen, nunseen);
+	free(waiting);
 	free(unseen);
 }
 
@@ -313,7 +336,8 @@ relay_wal_param(struct relay_wal *w)
 		w->recording[n++] = ev;
 		if ((o = cJSON_CreateObject()) == NULL ||
 		    cJSON_AddNumberToObject(o, "id", (double)ev->row) == NULL ||
-		    cJSON_AddNumberToObject(o, "n", ev->m.attempts) == NULL)
+		    cJSON_AddNumberToObject(o, "n", ev->m.attempts) == NULL ||
+		    cJSON_AddNumberToObject(o, "x", ev->xid) == NULL)
 			fatal("cJSON");
 		if (ev->m.outcome == SINK_SENT) {
 			if (cJSON_AddNullToObject(o, "err") == NULL)
@@ -404,6 +428,19 @@ relay_wal_store_now(struct relay_wal *w)
 	relay_wal_db_wait(w);
 	if (w->db != NULL && *relay_wal_store_sql(w, store, sizeof(store)))
 		PQclear(PQexec(w->db, store));
+}
+
+void
+relay_wal_stored_forget(struct relay_wal *w, uint64_t lsn)
+{
+	char	text[24];
+	const char *p[2] = { w->conf->relay.wal_slot, text };
+
+	pgo_lsn_text(lsn, text, sizeof(text));
+	if (w->db != NULL)
+		PQclear(PQexecParams(w->db, "DELETE FROM outbox_wal_confirmed "
+		    "WHERE slot = $1 AND lsn = $2::pg_lsn", 2, NULL, p, NULL,
+		    NULL, 0));
 }
 
 int
@@ -525,39 +562,51 @@ relay_wal_catchup_mark(struct relay_wal *w, const char *snapshot)
  * table mode (a slot kept through a table-mode period), or this relay
  * before a restart (sent and marked, not yet confirmed), may have
  * published or failed them since.  Their status is the truth.  A row
- * not to be seen is looked for again for a tick (its commit may not be
- * visible yet, see relay_wal_record_sql), then taken as deleted
- * (retention deletes rows sent long ago).
+ * not to be seen waits while its transaction is in progress in the same
+ * snapshot (its commit not visible yet, see WAL_IN_PROGRESS_SQL);
+ * otherwise it was deleted (retention deletes rows sent long ago).
  */
 int
 relay_wal_check(struct relay_wal *w)
 {
 	struct wal_ev	*ev;
 	PGresult	*res;
-	const char	*p[1];
-	char		*ids, why[512];
-	int64_t		*v, *seen, *pend, now = clock_mono_us();
-	int		 i, n = 0, nseen, npend = 0;
+	const char	*p[2];
+	char		*ids, *xids, why[512];
+	int64_t		*v, *x, *seen, *pend, *xip, id;
+	int		 i, n = 0, nseen = 0, npend = 0, nxip = 0;
 
 	if ((v = reallocarray(NULL, (size_t)w->nchecks + 1, sizeof(*v))) ==
-	    NULL)
+	    NULL || (x = reallocarray(NULL, (size_t)w->nchecks + 1,
+	    sizeof(*x))) == NULL)
 		fatal("reallocarray");
 	TAILQ_FOREACH(ev, &w->checkq, entry)
-		if (ev->row > 0)
+		if (ev->row > 0) {
+			x[n] = ev->xid;
 			v[n++] = ev->row;
+		}
 	if (n == 0 || relay_wal_db(w) == NULL || (relay_wal_db_wait(w),
 	    w->db == NULL)) {
 		free(v);
+		free(x);
 		return n == 0 ? 0 : -1;
 	}
-	if ((ids = db_int8_array(v, n)) == NULL)
+	if ((ids = db_int8_array(v, n)) == NULL ||
+	    (xids = db_int8_array(x, n)) == NULL)
 		fatal("db_int8_array");
 	free(v);
+	free(x);
 	p[0] = ids;
+	p[1] = xids;
+	/* One statement, one snapshot: the rows, then (negated) the xids
+	 * in progress. */
 	res = PQexecParams(w->db, "SELECT id, status = 'pending' FROM outbox "
-	    "WHERE id = ANY($1::bigint[]) ORDER BY id", 1, NULL, p, NULL, NULL,
-	    0);
+	    "WHERE id = ANY($1::bigint[]) UNION ALL SELECT DISTINCT -t.x, "
+	    "NULL::boolean FROM unnest($2::bigint[]) AS t(x), " WAL_SNAP_SQL
+	    " WHERE "
+	    WAL_IN_PROGRESS_SQL("t.x"), 2, NULL, p, NULL, NULL, 0);
 	free(ids);
+	free(xids);
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		log_limited(&w->db_limit, LOG_LEVEL_WARN, "checking the rows "
 		    "committed before the stream started (trying again): %s",
@@ -565,25 +614,36 @@ relay_wal_check(struct relay_wal *w)
 		PQclear(res);
 		return -1;
 	}
-	seen = relay_wal_ids(res, &nseen);
-	if ((pend = reallocarray(NULL, (size_t)nseen + 1, sizeof(*pend))) ==
-	    NULL)
+	n = PQntuples(res);
+	if ((seen = reallocarray(NULL, (size_t)n + 1, sizeof(*seen))) ==
+	    NULL || (pend = reallocarray(NULL, (size_t)n + 1,
+	    sizeof(*pend))) == NULL || (xip = reallocarray(NULL, (size_t)n + 1,
+	    sizeof(*xip))) == NULL)
 		fatal("reallocarray");
-	for (i = 0; i < nseen; i++)
-		if (strcmp(PQgetvalue(res, i, 1), "t") == 0)
-			pend[npend++] = seen[i];
+	for (i = 0; i < n; i++) {
+		id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
+		if (id <= 0)
+			xip[nxip++] = -id;
+		else {
+			seen[nseen++] = id;
+			if (strcmp(PQgetvalue(res, i, 1), "t") == 0)
+				pend[npend++] = id;
+		}
+	}
 	PQclear(res);
+	qsort(seen, (size_t)nseen, sizeof(*seen), relay_wal_id_cmp);
+	qsort(pend, (size_t)npend, sizeof(*pend), relay_wal_id_cmp);
+	qsort(xip, (size_t)nxip, sizeof(*xip), relay_wal_id_cmp);
 	TAILQ_FOREACH(ev, &w->checkq, entry) {
 		ev->gone = 0;
 		if (ev->row <= 0 || relay_wal_has(pend, npend, ev->row))
 			continue;
-		if (ev->due_us == 0)
-			ev->due_us = now + WAL_TICK_MS * 1000;
 		ev->gone = relay_wal_has(seen, nseen, ev->row) ||
-		    now >= ev->due_us ? 1 : -1;
+		    !relay_wal_has(xip, nxip, ev->xid) ? 1 : -1;
 	}
 	free(seen);
 	free(pend);
+	free(xip);
 	return 0;
 }
 

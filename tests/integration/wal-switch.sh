@@ -101,7 +101,7 @@ sleep 0.5
 psql -X -qAt -c "SET synchronous_commit = on" -c "INSERT INTO outbox (event_type, ordering_key, payload)
      VALUES ('wal.unseen', 'unseen', '{\"n\": 9999}')" >"$T_DIR/unseen.out" 2>&1 &
 INS=$!
-sleep 2
+sleep 6	# a slow commit: many ticks of the relay's mark
 check_eq "the commit waits for the standby (row not visible yet)" 0 \
 	"$(sql "SELECT count(*) FROM outbox WHERE event_type = 'wal.unseen'")"
 sql "ALTER SYSTEM RESET synchronous_standby_names" >/dev/null
@@ -139,4 +139,16 @@ sql "SELECT pg_logical_emit_message(true, 'outbox', '{\"event_type\": \"wal.rest
 "$PY" "$T_LIB/sqs-drain.py" --endpoint "$SQS_ENDPOINT" --queue-url "$QUEUE_URL" --idle 5 >"$T_DIR/got5.tsv" || true
 check_eq "after outboxd and PostgreSQL restarted, only the new event (none published again)" 20021 \
 	"$(cut -f4- "$T_DIR/got5.tsv" | jq -r .n | tr '\n' ' ' | sed 's/ $//')"
+check_eq "  ... and the skipped ones are not called non-transactional messages" 0 \
+	"$(grep -c 'non-transactional message' "$OUTBOXD_LOG" || true)"
+
+# A kept position from elsewhere (past the server's WAL) is deleted, not
+# kept to be taken later once the WAL has grown past it.
+outboxd_stop
+sql "UPDATE outbox_wal_confirmed SET lsn = 'FFFF/0' WHERE slot = 'outboxd'" >/dev/null
+outboxd_start "$T_DIR/outbox.conf" outboxd3
+sane() { [ "$(sql "SELECT coalesce(max(lsn) < 'FFFF/0', true) FROM outbox_wal_confirmed")" = t ]; }
+wait_until 10 "the position from elsewhere replaced" sane || true
+check "a kept position past the server's WAL is replaced" sane
+check "  ... and logged" grep -q "past the server's WAL (.*): deleted, not used" "$OUTBOXD_LOG"
 sql "SELECT pg_drop_replication_slot('outboxd')" >/dev/null 2>&1 || true
