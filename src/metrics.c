@@ -356,15 +356,17 @@ metrics_wal_streaming(int up)
 	if (metrics_shm == NULL)
 		return;
 	for (i = 0; i < METRICS_WAL_PIDS; i++) {
-		none = 0;
-		if (up ? __atomic_compare_exchange_n(
-		    &metrics_shm->wal_streaming[i], &none, pid, 0,
-		    __ATOMIC_RELAXED, __ATOMIC_RELAXED) :
-		    LOAD(&metrics_shm->wal_streaming[i]) == pid) {
-			if (!up)
+		if (!up) {
+			if (LOAD(&metrics_shm->wal_streaming[i]) == pid) {
 				STORE(&metrics_shm->wal_streaming[i], 0);
-			return;
+				return;
+			}
+			continue;
 		}
+		none = 0;	/* a free slot takes the pid */
+		if (__atomic_compare_exchange_n(&metrics_shm->wal_streaming[i],
+		    &none, pid, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			return;
 	}
 }
 

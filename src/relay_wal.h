@@ -212,8 +212,8 @@ int		 relay_wal_catchup_mark(struct relay_wal *, const char *snapshot);
 int		 relay_wal_catchup_load(struct relay_wal *);
 /* Which rows of w->checkq are still pending on the outbox, with one
  * query (blocking): the others' events get gone = 1, those of rows not
- * to be seen -1 while their transaction is in progress, else 1.  0, or -1 (logged: nothing
- * changed). */
+ * to be seen -1 while their transaction is in progress, else 1.  0, or
+ * -1 (logged: nothing changed). */
 int		 relay_wal_check(struct relay_wal *);
 /* The normal connection (connecting if need be, blocking), or NULL. */
 struct pg_conn	*relay_wal_db(struct relay_wal *);

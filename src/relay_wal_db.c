@@ -573,8 +573,8 @@ relay_wal_check(struct relay_wal *w)
 	PGresult	*res;
 	const char	*p[2];
 	char		*ids, *xids, why[512];
-	int64_t		*v, *x, *seen, *pend, *xip, id;
-	int		 i, n = 0, nseen = 0, npend = 0, nxip = 0;
+	int64_t		*v, *x;
+	int		 i, n = 0;
 
 	if ((v = reallocarray(NULL, (size_t)w->nchecks + 1, sizeof(*v))) ==
 	    NULL || (x = reallocarray(NULL, (size_t)w->nchecks + 1,
@@ -598,52 +598,36 @@ relay_wal_check(struct relay_wal *w)
 	free(x);
 	p[0] = ids;
 	p[1] = xids;
-	/* One statement, one snapshot: the rows, then (negated) the xids
-	 * in progress. */
-	res = PQexecParams(w->db, "SELECT id, status = 'pending' FROM outbox "
-	    "WHERE id = ANY($1::bigint[]) UNION ALL SELECT DISTINCT -t.x, "
-	    "NULL::boolean FROM unnest($2::bigint[]) AS t(x), " WAL_SNAP_SQL
-	    " WHERE "
-	    WAL_IN_PROGRESS_SQL("t.x"), 2, NULL, p, NULL, NULL, 0);
+	/* A row per event, in checkq's order, in one snapshot: pending
+	 * (NULL: not to be seen), and then whether its transaction is in
+	 * progress. */
+	res = PQexecParams(w->db, "SELECT o.status = 'pending', CASE WHEN "
+	    "o.id IS NULL THEN " WAL_IN_PROGRESS_SQL("d.x") " END FROM "
+	    "unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS d(id, x, i) "
+	    "LEFT JOIN outbox o ON o.id = d.id CROSS JOIN " WAL_SNAP_SQL
+	    " ORDER BY d.i", 2, NULL, p, NULL, NULL, 0);
 	free(ids);
 	free(xids);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != n) {
 		log_limited(&w->db_limit, LOG_LEVEL_WARN, "checking the rows "
 		    "committed before the stream started (trying again): %s",
 		    db_result_error(why, sizeof(why), res, w->db));
 		PQclear(res);
 		return -1;
 	}
-	n = PQntuples(res);
-	if ((seen = reallocarray(NULL, (size_t)n + 1, sizeof(*seen))) ==
-	    NULL || (pend = reallocarray(NULL, (size_t)n + 1,
-	    sizeof(*pend))) == NULL || (xip = reallocarray(NULL, (size_t)n + 1,
-	    sizeof(*xip))) == NULL)
-		fatal("reallocarray");
-	for (i = 0; i < n; i++) {
-		id = strtoll(PQgetvalue(res, i, 0), NULL, 10);
-		if (id <= 0)
-			xip[nxip++] = -id;
-		else {
-			seen[nseen++] = id;
-			if (strcmp(PQgetvalue(res, i, 1), "t") == 0)
-				pend[npend++] = id;
-		}
-	}
-	PQclear(res);
-	qsort(seen, (size_t)nseen, sizeof(*seen), relay_wal_id_cmp);
-	qsort(pend, (size_t)npend, sizeof(*pend), relay_wal_id_cmp);
-	qsort(xip, (size_t)nxip, sizeof(*xip), relay_wal_id_cmp);
+	i = 0;
 	TAILQ_FOREACH(ev, &w->checkq, entry) {
 		ev->gone = 0;
-		if (ev->row <= 0 || relay_wal_has(pend, npend, ev->row))
+		if (ev->row <= 0)
 			continue;
-		ev->gone = relay_wal_has(seen, nseen, ev->row) ||
-		    !relay_wal_has(xip, nxip, ev->xid) ? 1 : -1;
+		if (PQgetisnull(res, i, 0))
+			ev->gone = strcmp(PQgetvalue(res, i, 1), "t") == 0 ?
+			    -1 : 1;
+		else if (strcmp(PQgetvalue(res, i, 0), "t") != 0)
+			ev->gone = 1;
+		i++;
 	}
-	free(seen);
-	free(pend);
-	free(xip);
+	PQclear(res);
 	return 0;
 }
 

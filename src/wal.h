@@ -85,8 +85,8 @@ void		 wal_stream_confirm(struct wal_stream *, uint64_t lsn);
 /* Bytes of WAL between the server's end (as its last message said) and
  * the position confirmed, into *lag: 0, or -1 when not streaming. */
 int		 wal_stream_lag(const struct wal_stream *, uint64_t *lag);
-/* The server's WAL position (pg_current_wal_lsn()) read just before
- * the current or last stream started; 0 before the first.  A
+/* The server's WAL insert position (pg_current_wal_insert_lsn()) read
+ * just before the current or last stream started; 0 before the first.  A
  * transaction whose commit record is before it was committed while
  * this stream was not running: table mode, or no relay at all, may have
  * published its rows since. */

@@ -472,11 +472,11 @@ wal_stream_on_retry(evutil_socket_t fd, short what, void *arg)
 	/* Where the server's WAL is now: what commits before it was
 	 * written while this stream did not run (wal_stream_start_lsn()). */
 	s->start_lsn = 0;
-	if ((v = wal_query1(s->conn, "SELECT pg_current_wal_insert_lsn()::text",
-	    NULL, 0, err, sizeof(err))) != NULL &&
-	    pgo_lsn_parse(v, &s->start_lsn) == -1)
-		snprintf(err, sizeof(err), "pg_current_wal_insert_lsn() answered "
-		    "\"%.64s\"", v);
+	if ((v = wal_query1(s->conn, "SELECT "
+	    "pg_current_wal_insert_lsn()::text", NULL, 0, err,
+	    sizeof(err))) != NULL && pgo_lsn_parse(v, &s->start_lsn) == -1)
+		snprintf(err, sizeof(err), "pg_current_wal_insert_lsn() "
+		    "answered \"%.64s\"", v);
 	if (v == NULL || s->start_lsn == 0) {
 		free(v);
 		wal_stream_retry(s, err);
