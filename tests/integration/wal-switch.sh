@@ -113,6 +113,33 @@ check "a row published before its commit was visible is marked sent once it is" 
 "$PY" "$T_LIB/sqs-drain.py" --endpoint "$SQS_ENDPOINT" --queue-url "$QUEUE_URL" --idle 3 >"$T_DIR/got3.tsv" || true
 check_eq "  ... and was published once" 9999 "$(cut -f4- "$T_DIR/got3.tsv" | jq -r .n | tr '\n' ' ' | sed 's/ $//')"
 
+# The same, but the commit is flushed while outboxd is stopped and
+# visible only after a stream started: the row is in the backlog, and its
+# check must wait for the transaction instead of taking the unseen row as
+# deleted.
+outboxd_stop
+sql "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+psql -X -qAt -c "SET synchronous_commit = on" -c "INSERT INTO outbox (event_type, ordering_key, payload)
+     VALUES ('wal.unseen', 'unseen', '{\"n\": 9998}')" >"$T_DIR/unseen2.out" 2>&1 &
+INS=$!
+sleep 1
+outboxd_start "$T_DIR/outbox.conf" outboxd-backlog
+streaming_b() { grep -q 'msg="streaming slot outboxd' "$OUTBOXD_LOG"; }
+wait_until 15 "a relay streaming again" streaming_b || true
+sleep 2
+check_eq "the commit still waits for the standby while the new stream runs" 0 \
+	"$(sql "SELECT count(*) FROM outbox WHERE payload->>'n' = '9998'")"
+sql "ALTER SYSTEM RESET synchronous_standby_names" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+wait "$INS" || fail "the INSERT waiting for the standby failed: $(cat "$T_DIR/unseen2.out")"
+backlog_sent() { [ "$(sql "SELECT status FROM outbox WHERE payload->>'n' = '9998'")" = sent ]; }
+wait_until 10 "the backlog's row marked sent" backlog_sent || true
+check "a backlog row whose commit was not visible at the check is published and marked sent" backlog_sent
+"$PY" "$T_LIB/sqs-drain.py" --endpoint "$SQS_ENDPOINT" --queue-url "$QUEUE_URL" --idle 3 >"$T_DIR/got3b.tsv" || true
+check_eq "  ... once" 9998 "$(cut -f4- "$T_DIR/got3b.tsv" | jq -r .n | tr '\n' ' ' | sed 's/ $//')"
+
 # A server restart after a stop: PostgreSQL 15 may not save the slot's
 # confirmed position at its shutdown, so the slot streams again what was
 # done; outboxd's own record (outbox_wal_confirmed) skips it.  Table-less
