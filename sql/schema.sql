@@ -71,7 +71,9 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS replay bigint;
 -- A pending row held behind its key's head while that head is failed or
 -- waits out a backoff: left out of outbox_ready_idx, so the claims do not
 -- step over a hot key's whole backlog one row at a time.  Set by the
--- relay that records the head's failure; cleared for the next row in
+-- relay that records the head's failure, and at the commit for the rows
+-- of a key behind the transaction's own first (outbox_stamp()); cleared
+-- for the next row in
 -- order by the mark that sends the head (so a hot key drains one ready
 -- row at a time), for all of them by a redrive, and by retention's pass
 -- for rows whose head is gone.  The row stays 'pending' for everything
@@ -265,12 +267,45 @@ CREATE TRIGGER outbox_check_headers
 -- other row can share.  Rows without a stamp sort first, by id.
 CREATE SEQUENCE IF NOT EXISTS outbox_commit_seq;
 
+--
+--
+-- The stamp also holds (outbox.held) a row behind its own transaction's
+-- earlier row of the key and destination, when that is the key's
+-- previous unsent row by id: a transaction that writes a backlog for one
+-- key (a batch job, an import) then puts only its first row in the
+-- claims' index, and no claim steps over the rest one by one.  That
+-- earlier row is seen by nobody until this commit, so the mark that
+-- sends it, which releases the next held row, is certain to see this
+-- one: nothing is held that no mark would release.  "Its own" is the
+-- same xmin and a stamp of this commit (at or after the transaction's
+-- first, kept in outboxd.stamp_first): an older row the transaction only
+-- updated has the same xmin but is visible to the relays already.  A row
+-- of another transaction in between, or one written in another
+-- subtransaction, leaves the row unheld, which is only slower.
 CREATE OR REPLACE FUNCTION outbox_stamp() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+	v_seq	bigint;
+	v_first	bigint;
 BEGIN
 	PERFORM pg_advisory_xact_lock(2027, hashtext(NEW.ordering_key));
-	UPDATE outbox SET commit_seq = nextval('outbox_commit_seq')
-	WHERE id = NEW.id;
+	v_seq := nextval('outbox_commit_seq');
+	v_first := nullif(current_setting('outboxd.stamp_first', true),
+	    '')::bigint;
+	IF v_first IS NULL THEN
+		-- The transaction's first stamp: nothing of its own to follow.
+		PERFORM set_config('outboxd.stamp_first', v_seq::text, true);
+		UPDATE outbox SET commit_seq = v_seq WHERE id = NEW.id;
+		RETURN NULL;
+	END IF;
+	UPDATE outbox o SET commit_seq = v_seq,
+	    held = coalesce((SELECT p.xmin = o.xmin
+		AND p.commit_seq >= v_first AND p.status = 'pending'
+		AND p.destination IS NOT DISTINCT FROM o.destination
+		FROM outbox p WHERE p.ordering_key = o.ordering_key
+		  AND p.status <> 'sent' AND p.id < o.id
+		ORDER BY p.id DESC LIMIT 1), false)
+	WHERE o.id = NEW.id;
 	RETURN NULL;
 END;
 $$;

@@ -57,7 +57,11 @@ static int	relay_wal_db_ready(struct relay_wal *);
  * "x" (its transaction's xid)}.  Answers the rows it cannot see, each
  * with whether its transaction is still in progress (marked later) or
  * not (deleted since).  A row seen but no longer pending (marked by
- * table mode meanwhile) is left as it is.
+ * table mode meanwhile) is left as it is.  The rows of a key sent here
+ * release the next row held behind the last of them (outbox.held: the
+ * stamp holds a transaction's later rows of a key), as table mode's mark
+ * does, so that a switch to table mode finds none held with nothing left
+ * to release it.
  */
 static const char relay_wal_record_sql[] =
 	"WITH d AS (SELECT * FROM jsonb_to_recordset($1::jsonb) "
@@ -65,8 +69,18 @@ static const char relay_wal_record_sql[] =
 	"u AS (UPDATE outbox o SET "
 	"status = CASE WHEN d.err IS NULL THEN 'sent' ELSE 'failed' END, "
 	"sent_at = CASE WHEN d.err IS NULL THEN now() END, "
-	"claim = NULL, attempts = o.attempts + d.n, last_error = d.err "
-	"FROM d WHERE o.id = d.id AND o.status = 'pending') "
+	"claim = NULL, attempts = o.attempts + d.n, last_error = d.err, "
+	"held = false "
+	"FROM d WHERE o.id = d.id AND o.status = 'pending' "
+	"RETURNING o.status, o.ordering_key, o.destination, "
+	"ARRAY[coalesce(o.commit_seq, 0), o.id] AS pos), "
+	"h AS (UPDATE outbox s SET held = false FROM (SELECT ordering_key, "
+	"destination, max(pos) AS pos FROM u WHERE status = 'sent' "
+	"GROUP BY 1, 2) k WHERE s.id = (SELECT n.id FROM outbox n "
+	"WHERE n.held AND n.ordering_key = k.ordering_key "
+	"AND n.destination IS NOT DISTINCT FROM k.destination "
+	"AND (coalesce(n.commit_seq, 0), n.id) > (k.pos[1], k.pos[2]) "
+	"ORDER BY coalesce(n.commit_seq, 0), n.id LIMIT 1)) "
 	"SELECT d.id, " WAL_IN_PROGRESS_SQL("d.x") " FROM d, " WAL_SNAP_SQL
 	" WHERE NOT EXISTS (SELECT 1 FROM outbox o WHERE o.id = d.id) "
 	"ORDER BY d.id";

@@ -9,7 +9,10 @@
 #     once the head goes through they follow one by one in id order;
 #   - a dead-lettered head holds its key's rows until a redrive (then they
 #     follow it), and rows whose head was deleted by hand are released by
-#     the retention pass (its log line says so).
+#     the retention pass (its log line says so);
+#   - rows of one key written by one transaction are held from their
+#     commit (outbox_stamp()), all but the first, before any relay runs,
+#     and follow it one by one in order once it is sent.
 . "$(dirname "$0")/../lib/common.sh"
 . "$T_LIB/relay-lib.sh"
 test_init
@@ -31,10 +34,14 @@ fault_ctl -X POST --data-binary '{"mode":"fail-entries","rules":[
 	{"match":"hot-head","sender_fault":false,"code":"InternalError","message":"injected server error"},
 	{"match":"dead-head","sender_fault":true,"code":"InvalidParameterValue","message":"injected sender fault"}]}' >/dev/null
 
-sql "INSERT INTO outbox (event_type, ordering_key, payload)
-	SELECT 'test.hot', 'hot', jsonb_build_object('seq', g,
-		'tag', CASE WHEN g = 0 THEN 'hot-head' ELSE 'hot-row' END)
-	FROM generate_series(0, $HOT) g"
+# The hot key's rows one transaction each, as a service writes its events:
+# none is held at its commit, the relay that records the head's failure
+# holds them.
+sql "DO \$\$ BEGIN FOR g IN 0..$HOT LOOP
+	INSERT INTO outbox (event_type, ordering_key, payload)
+	VALUES ('test.hot', 'hot', jsonb_build_object('seq', g,
+		'tag', CASE WHEN g = 0 THEN 'hot-head' ELSE 'hot-row' END));
+	COMMIT; END LOOP; END \$\$"
 sql "INSERT INTO outbox (event_type, ordering_key, payload)
 	SELECT 'test.hot', 'hot2', jsonb_build_object('seq', g,
 		'tag', CASE WHEN g = 0 THEN 'dead-head' ELSE 'hot2-row' END)
@@ -42,11 +49,28 @@ sql "INSERT INTO outbox (event_type, ordering_key, payload)
 sql "INSERT INTO outbox (event_type, ordering_key, payload)
 	SELECT 'test.hot', 'fresh-' || g, jsonb_build_object('seq', g, 'tag', 'fresh')
 	FROM generate_series(1, 200) g"
+# A backlog of one key in one transaction, behind nothing that fails.
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+	SELECT 'test.hot', 'batch', jsonb_build_object('seq', g, 'tag', 'batch')
+	FROM generate_series(1, 100) g"
+check_eq "before any relay: the hot key's rows (a transaction each) are not held" 0 \
+	"$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'hot' AND held")"
+check_eq "  ... hot2's 50 rows behind its head in one transaction are" "50 false" \
+	"$(sql "SELECT count(*) FILTER (WHERE held) || ' ' || bool_or(held) FILTER (WHERE payload->>'tag' = 'dead-head') FROM outbox WHERE ordering_key = 'hot2'")"
+check_eq "  ... and the batch's 99 rows behind its first" "99 false" \
+	"$(sql "SELECT count(*) FILTER (WHERE held) || ' ' || bool_or(held) FILTER (WHERE payload->>'seq' = '1') FROM outbox WHERE ordering_key = 'batch'")"
 outboxd_start "$T_DIR/outbox.conf"
 
 fresh_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE ordering_key LIKE 'fresh-%' AND status = 'sent'")" = 200 ]; }
 wait_until 20 "the 200 rows of fresh keys sent while the hot head fails" fresh_sent || true
 check_eq "rows of fresh keys sent" 200 "$(sql "SELECT count(*) FROM outbox WHERE ordering_key LIKE 'fresh-%' AND status = 'sent'")"
+batch_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'batch' AND status = 'sent'")" = 100 ]; }
+wait_until 30 "the batch's 100 rows sent" batch_sent || true
+check_eq "the batch's rows sent, none left held" "100 0" \
+	"$(sql "SELECT count(*) FILTER (WHERE status = 'sent') || ' ' || count(*) FILTER (WHERE held) FROM outbox WHERE ordering_key = 'batch'")"
+check_eq "  ... one after the other in id order" 0 \
+	"$(sql "SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY sent_at, id) AS prev
+		FROM outbox WHERE ordering_key = 'batch') x WHERE prev > id")"
 held_all() { [ "$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'hot' AND held")" = "$HOT" ]; }
 wait_until 15 "the hot key's $HOT later rows held" held_all || true
 check_eq "the hot key's later rows are held" "$HOT" "$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'hot' AND held")"

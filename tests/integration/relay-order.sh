@@ -164,6 +164,25 @@ if [ "$nout" != 0 ]; then
 		WHERE a.event_type = 'test.seq' AND (a.payload->>'seq')::int > (b.payload->>'seq')::int GROUP BY 1"
 fi
 
+# ---- d) ---------------------------------------------------------------------
+# One transaction's backlog of two interleaved keys: held at its commit
+# behind each key's first row (outbox_stamp()), released one by one as
+# each is sent, so every key's rows arrive in insert order and none is
+# left held.
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+	SELECT 'test.batch', 'batch-' || (g % 2), jsonb_build_object('key', 'batch-' || (g % 2), 'n', g)
+	FROM generate_series(1, 60) g"
+batch_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.batch' AND status = 'sent'")" = 60 ]; }
+wait_until 30 "the batch's 60 rows sent" batch_sent || true
+check_eq "d) the batch's rows sent, none left held" "60 0" \
+	"$(sql "SELECT count(*) FILTER (WHERE status = 'sent') || ' ' || count(*) FILTER (WHERE held) FROM outbox WHERE event_type = 'test.batch'")"
+drain_fifo 60 "$T_DIR/batch.tsv" || die "reading the FIFO queue failed"
+for k in batch-0 batch-1; do
+	check_eq "d) $k: its 30 rows in insert order on the FIFO queue" \
+		"$(seq $((${k#batch-} == 0 ? 2 : 1)) 2 60 | paste -sd' ')" \
+		"$(awk -F'\t' -v k="$k" '$1 == k { print $4 }' "$T_DIR/batch.tsv" | jq -r .n | paste -sd' ')"
+done
+
 # ---- c) ---------------------------------------------------------------------
 if [ "$STRICT" != 1 ]; then
 	say "SKIP c) (RELAY_ORDER_STRICT=0)"

@@ -41,9 +41,21 @@ check "after the reload to wal a relay streams the slot" streaming
 check "  ... and the rows pending at the switch were marked for the catch-up" \
 	grep -q 'catch-up: [0-9]* row(s) were pending before slot outboxd existed' "$OUTBOXD_LOG"
 sleep 6
+# One transaction's 3,000 rows of one key, all but the first held at its
+# commit (outbox_stamp()), and the switch back to table mode while wal
+# mode is part way through them: each row wal mode sends releases the
+# next, so that table mode finds the rest with one ready and none held
+# behind nothing (which only retention's pass would release, saying so).
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+     SELECT 'wal.big', 'big', jsonb_build_object('big', i)
+     FROM generate_series(1, 3000) AS i" >/dev/null
+big_wal() { sql "SELECT count(*) FROM outbox WHERE ordering_key = 'big' AND status = 'sent'"; }
+big_started() { [ "$(big_wal)" -gt 0 ]; }
+wait_until 10 "wal mode sending the rows of key big" big_started || true
+big_wal=$(big_wal)
 sed -i 's/mode = "wal"/mode = "table"/' "$T_DIR/outbox.conf"
 kill -HUP "$M"
-say "switched back to table (reload)"
+say "switched back to table (reload), $big_wal of the 3,000 rows of key big sent by wal mode"
 wait "$WRITER" || fail "the writer failed: $(tail -3 "$T_DIR/writer.out")"
 released() { [ "$(sql "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'outboxd' AND active")" = 0 ]; }
 wait_until 15 "the wal relays gone (slot released)" released || true
@@ -52,7 +64,13 @@ all_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")" = 0
 wait_until 30 "every row sent" all_sent || true
 check_eq "rows not 'sent' after table -> wal -> table" 0 "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")"
 "$PY" "$T_LIB/sqs-drain.py" --endpoint "$SQS_ENDPOINT" --queue-url "$QUEUE_URL" --idle 5 >"$T_DIR/got.tsv" || true
-cut -f4- "$T_DIR/got.tsv" | jq -r .n | sort -n >"$T_DIR/got"
+cut -f4- "$T_DIR/got.tsv" | jq -r 'select(.n) | .n' | sort -n >"$T_DIR/got"
+check_eq "the 3,000 rows of key big received, in order" "3000 0" \
+	"$(cut -f4- "$T_DIR/got.tsv" | jq -r 'select(.big) | .big' | awk '!seen[$1]++' |
+		awk 'NR > 1 && $1 < p { out++ } { p = $1; n++ } END { print n + 0, out + 0 }')"
+check_eq "  ... none left held" 0 "$(sql "SELECT count(*) FROM outbox WHERE held")"
+check "  ... and none released by retention's pass" \
+	sh -c "! grep -q 'held row(s) whose head is gone' '$OUTBOXD_LOG'"
 check "every row received" cmp -s <(seq 1 $N) <(sort -nu "$T_DIR/got")
 dups=$(($(wc -l <"$T_DIR/got") - $(sort -nu "$T_DIR/got" | wc -l)))
 say "duplicates received over the two switches: $dups of $N rows"
