@@ -1,5 +1,5 @@
 // report.mjs OUTDIR -- the side-by-side table of a bench/run.sh run, with the ratios against
-// the targets of issue 7.  Reads OUTDIR/{meta,outboxd,reference-node,graphile-worker,
+// the targets of issue 7.  Reads OUTDIR/{meta,outboxd,reference-node,graphile-worker,pg-transactional-outbox,
 // emulators}.jsonl (missing files are fine), prints Markdown on stdout and writes
 // OUTDIR/summary.jsonl (one JSON line per table row).  Each figure is the median of the
 // repetitions; [min-max] follows when they differ.
@@ -16,6 +16,7 @@ const load = (f) => {
 const meta = load("meta.jsonl")[0] || {};
 const ob = load("outboxd.jsonl"), ref = load("reference-node.jsonl"), gw = load("graphile-worker.jsonl");
 const emu = load("emulators.jsonl");
+const pto = load("pg-transactional-outbox.jsonl");
 
 const med = (a) => { a = a.filter((x) => typeof x === "number").sort((x, y) => x - y); return a.length ? a[Math.floor((a.length - 1) / 2)] : null; };
 const sel = (rs, q) => rs.filter((r) => Object.entries(q).every(([k, v]) => r[k] === v));
@@ -132,6 +133,17 @@ for (const n of [1, 4]) {
   const single = stat(ob, { bench: "b2", label: "sqs", relays: n }, "events_per_s");
   const r = ratio(val(e), val(single));
   row("B2 drain", `events/s, 20,000 rows → SQS + SNS + HTTP 204 sink in turn, ${n} relay${n > 1 ? "s" : ""} vs the SQS-only drain`, fmt(e), fmt(single), rfmt(r), "≥ 0.9×", r == null ? null : r >= 0.9, { key: `b2_multi_${n}`, value: val(e), peer_value: val(single), ratio_value: r });
+}
+// pg-transactional-outbox (npm), each of its two outbox listeners publishing to the same
+// SQS emulator, against outboxd's B2 to SQS with 1 relay of the same run.
+for (const l of ["polling", "replication"]) {
+  const impl = `pg-transactional-outbox-${l}`;
+  const p = stat(pto, { bench: "b2", impl }, "events_per_s");
+  if (p == null) continue;
+  const done = sel(pto, { bench: "b2", impl }).map((r) => r.complete);
+  const e = stat(ob, { bench: "b2", label: "sqs", relays: 1 }, "events_per_s");
+  const r = ratio(val(e), val(p));
+  row("B2 drain", `events/s, 20,000 rows → SQS (fauxqs), 1 relay vs pg-transactional-outbox ${l} listener`, fmt(e), fmt(p) + (done.every(Boolean) ? "" : " (incomplete)"), rfmt(r), "≥ 5×", r == null ? null : r >= 5, { key: `b2_sqs_1_vs_pto_${l}`, value: val(e), peer_value: val(p), ratio_value: r });
 }
 // ---- B5 (issue 32) --------------------------------------------------------------------------
 // The consumer's drain of 20,000 queued messages against dynalite's raw conditional-PutItem

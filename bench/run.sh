@@ -8,21 +8,24 @@
 #
 #   --quick          short runs for trying the bench out (1 rep, B1 3 s, B2 2,000 rows,
 #                    B3 5 s); figures from it are not for reporting
-#   --outboxd-only   skip the peers even when their kit is there
+#   --outboxd-only   skip the peers even when their kit is there (pto included)
 #   --only LIST      run only these parts of outboxd's run, comma-separated: b1 (B1 and its
 #                    variants), keys (B1 ingest only with and without an Idempotency-Key
 #                    per request, also part of b1), ceiling (NOTIFY cost and pgbench), b2,
 #                    b3, b4, b5 (the consumer drain and dynalite's PutItem ceiling), b6
 #                    (the hot key), wal (relay.mode = "wal" beside table mode:
 #                    B1 full chain to SQS and to the HTTP sink, B2 to both, B3, and the
-#                    SQS emulator's raw ceiling; the server runs with wal_level = logical);
-#                    implies --outboxd-only.  For tuning; a run to report runs
-#                    everything.
+#                    SQS emulator's raw ceiling; the server runs with wal_level = logical),
+#                    pto (the peer pg-transactional-outbox: B2 with its polling and its
+#                    logical-replication listener; wal_level = logical as for wal);
+#                    implies --outboxd-only (pto excepted).  For tuning; a run to report
+#                    runs everything.
 #   --reps N         repetitions of each measured workload (3; 1 with --quick)
 #   --out DIR        results folder (bench/results/YYYYmmdd-HHMMSS)
 #   --no-install     do not apt-get / npm ci (fail instead when something is missing)
 #   --keep           leave the scratch folder (stack logs, outboxd logs) in place
-# env: OUTBOXD_BIN (default ./outboxd, built with make if missing); PEERS_DIR
+# env: OUTBOXD_BIN (default ./outboxd, built with make if missing); PTO_B2_MAX_S (600: cap
+#      of each pg-transactional-outbox drain); PEERS_DIR
 #      (../shared/peers) and REFERENCE_DIR (../shared/reference): the peers' kit, copied
 #      to the scratch folder, never used in place.  Without it only outboxd is measured,
 #      with the workload scripts vendored in bench/workloads/.
@@ -32,11 +35,11 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-QUICK=0 PEERS=1 REPS= OUT= INSTALL=1 KEEP=0 ONLY=
+QUICK=0 PEERS=1 REPS= OUT= INSTALL=1 KEEP=0 ONLY= PTO=1
 while [ $# -gt 0 ]; do
   case $1 in
   --quick) QUICK=1 ;;
-  --outboxd-only) PEERS=0 ;;
+  --outboxd-only) PEERS=0 PTO=0 ;;
   --only) ONLY=,$2,; PEERS=0; shift ;;
   --reps) REPS=$2; shift ;;
   --out) OUT=$2; shift ;;
@@ -71,6 +74,10 @@ export B1_THREADS=2 B1_CONNS=32 B3_RATE=50 CEIL_CLIENTS=32 GW_LAT_DURATION
 # outboxd's drains stop after 180 s (a result with complete=false) rather than hang if the
 # daemon is gone (on a shared machine a foreign signal once stopped it mid-drain)
 OB_B2_MAX_S=${OB_B2_MAX_S:-180}
+# pg-transactional-outbox (bench/peers/pg-transactional-outbox, in the repository, not in the
+# peers' kit): run by a full run and by --only pto, never by --outboxd-only
+want pto || PTO=0
+PTO_B2_MAX_S=${PTO_B2_MAX_S:-600}
 
 # ---- what the bench needs --------------------------------------------------------------
 if [ $INSTALL = 1 ]; then
@@ -125,6 +132,14 @@ npm_ci "$WL" || die "npm ci in the workload folder failed"
 if [ $PEERS = 1 ]; then
   npm_ci "$SCRATCH/peers/reference-node" && npm_ci "$SCRATCH/peers/graphile-worker" || die "npm ci in the peers failed"
 fi
+if [ $PTO = 1 ]; then
+  # its package-lock.json pins pg-transactional-outbox, pg and @aws-sdk/client-sqs; with
+  # --no-install only a node_modules already in bench/peers/pg-transactional-outbox is used
+  PTO_DIR=$SCRATCH/pto; cp -r "$BENCH/peers/pg-transactional-outbox" "$PTO_DIR"
+  if [ $INSTALL = 1 ]; then npm_ci "$PTO_DIR" || die "npm ci in bench/peers/pg-transactional-outbox failed"
+  else [ -d "$PTO_DIR/node_modules" ] || die "bench/peers/pg-transactional-outbox has no node_modules (run without --no-install)"; fi
+  cp "$BENCH/impl/pg-transactional-outbox.sh" "$WL/impl/pg-transactional-outbox.sh"
+fi
 
 
 # The load generators (wrk: B1, B4's growth runs, the emulator ceilings) run in a session
@@ -146,7 +161,7 @@ say "stack up"
 # PostgreSQL's default: the test stack turns it off, and a walsender streams only WAL that
 # is flushed, so each transaction would wait for the WAL writer (wal_writer_delay, 200 ms)
 pg_extra="track_commit_timestamp = on"
-if want wal; then export PG_WAL_LEVEL=logical; pg_extra="$pg_extra
+if want wal || [ $PTO = 1 ]; then export PG_WAL_LEVEL=logical; pg_extra="$pg_extra
 synchronous_commit = on"; fi
 PG_EXTRA_CONF=$pg_extra "$ROOT/tests/lib/stack.sh" up "$SCRATCH/stack" >&2 ||
   die "stack.sh up failed"
@@ -394,6 +409,31 @@ if want b4; then
     ob ./b4-mem.sh "growth-$i"
   done
   ob_do impl_down
+fi
+
+# ---- pg-transactional-outbox: B2 with each of its two listeners -------------------------------
+if [ $PTO = 1 ]; then
+  PTO_QUEUE_URL=$(cd "$PTO_DIR" && node queue.mjs create pto-events) || die "CreateQueue pto-events failed"
+  pto() { # LISTENER CMD...: in the workload folder with the adapter's settings
+    local l=$1; shift
+    (cd "$WL" && env IMPL=$WL/impl/pg-transactional-outbox.sh PTO_LISTENER=$l PTO_DIR="$PTO_DIR" \
+      PTO_DATABASE_URL="${DATABASE_URL%/*}/pto" PTO_QUEUE_URL="$PTO_QUEUE_URL" PTO_RUN="$SCRATCH/run/pto" \
+      RESULTS_FILE="$OUT/pg-transactional-outbox.jsonl" "$@")
+  }
+  for r in $(seq "$REPS"); do
+    for l in polling replication; do
+      say "pg-transactional-outbox: B2 drain to SQS, $l listener ($r/$REPS)"
+      pto $l bash -c 'source lib.sh; load_impl; impl_reset' >/dev/null || { say "pto: impl_reset ($l) failed"; continue; }
+      pto $l env LABEL=sqs B2_RELAYS=1 B2_MAX_S=$PTO_B2_MAX_S ./b2-drain.sh ||
+        say "pg-transactional-outbox $l: b2-drain.sh failed (log: $SCRATCH/run/pto)"
+      # what reached the queue (every processed row should be one message there)
+      q=$(cd "$PTO_DIR" && node queue.mjs depth "$PTO_QUEUE_URL") || q=null
+      jq -cn --arg impl "pg-transactional-outbox-$l" --argjson q "$q" \
+        '{bench:"b2-queue",impl:$impl,label:"sqs",messages:$q}' >>"$OUT/pg-transactional-outbox.jsonl"
+    done
+  done
+  # the last reset leaves a polling setup: no slot keeps WAL for the rest of the run
+  pto polling bash -c 'source lib.sh; load_impl; impl_down; impl_reset' >/dev/null
 fi
 
 # ---- the peers, on the same stack --------------------------------------------------------
