@@ -25,7 +25,7 @@
 #   --no-install     do not apt-get / npm ci (fail instead when something is missing)
 #   --keep           leave the scratch folder (stack logs, outboxd logs) in place
 # env: OUTBOXD_BIN (default ./outboxd, built with make if missing); PTO_B2_MAX_S (600: cap
-#      of each pg-transactional-outbox drain); PEERS_DIR
+#      of each pg-transactional-outbox drain), PTO_REPS (1: its repetitions); PEERS_DIR
 #      (../shared/peers) and REFERENCE_DIR (../shared/reference): the peers' kit, copied
 #      to the scratch folder, never used in place.  Without it only outboxd is measured,
 #      with the workload scripts vendored in bench/workloads/.
@@ -77,7 +77,7 @@ OB_B2_MAX_S=${OB_B2_MAX_S:-180}
 # pg-transactional-outbox (bench/peers/pg-transactional-outbox, in the repository, not in the
 # peers' kit): run by a full run and by --only pto, never by --outboxd-only
 want pto || PTO=0
-PTO_B2_MAX_S=${PTO_B2_MAX_S:-600}
+PTO_B2_MAX_S=${PTO_B2_MAX_S:-600} PTO_REPS=${PTO_REPS:-1}
 
 # ---- what the bench needs --------------------------------------------------------------
 if [ $INSTALL = 1 ]; then
@@ -420,9 +420,11 @@ if [ $PTO = 1 ]; then
       PTO_DATABASE_URL="${DATABASE_URL%/*}/pto" PTO_QUEUE_URL="$PTO_QUEUE_URL" PTO_RUN="$SCRATCH/run/pto" \
       RESULTS_FILE="$OUT/pg-transactional-outbox.jsonl" "$@")
   }
-  for r in $(seq "$REPS"); do
+  # one repetition unless PTO_REPS says otherwise: its polling listener drains 20,000 rows
+  # in ~8 minutes, three of them would double a full run
+  for r in $(seq "$PTO_REPS"); do
     for l in polling replication; do
-      say "pg-transactional-outbox: B2 drain to SQS, $l listener ($r/$REPS)"
+      say "pg-transactional-outbox: B2 drain to SQS, $l listener ($r/$PTO_REPS)"
       pto $l bash -c 'source lib.sh; load_impl; impl_reset' >/dev/null || { say "pto: impl_reset ($l) failed"; continue; }
       pto $l env LABEL=sqs B2_RELAYS=1 B2_MAX_S=$PTO_B2_MAX_S ./b2-drain.sh ||
         say "pg-transactional-outbox $l: b2-drain.sh failed (log: $SCRATCH/run/pto)"
