@@ -71,8 +71,8 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS replay bigint;
 -- A pending row held behind its key's head while that head is failed or
 -- waits out a backoff: left out of outbox_ready_idx, so the claims do not
 -- step over a hot key's whole backlog one row at a time.  Set by the
--- relay that records the head's failure, and at the commit for the rows
--- of a key behind the transaction's own first (outbox_stamp()); cleared
+-- relay that records the head's failure, and at a row's commit behind a
+-- held or failed row or its own transaction's (outbox_stamp()); cleared
 -- for the next row in
 -- order by the mark that sends the head (so a hot key drains one ready
 -- row at a time), for all of them by a redrive, and by retention's pass
@@ -269,43 +269,59 @@ CREATE SEQUENCE IF NOT EXISTS outbox_commit_seq;
 
 --
 --
--- The stamp also holds (outbox.held) a row behind its own transaction's
--- earlier row of the key and destination, when that is the key's
--- previous unsent row by id: a transaction that writes a backlog for one
--- key (a batch job, an import) then puts only its first row in the
--- claims' index, and no claim steps over the rest one by one.  That
--- earlier row is seen by nobody until this commit, so the mark that
--- sends it, which releases the next held row, is certain to see this
--- one: nothing is held that no mark would release.  "Its own" is the
--- same xmin and a stamp of this commit (at or after the transaction's
--- first, kept in outboxd.stamp_first): an older row the transaction only
--- updated has the same xmin but is visible to the relays already.  A row
--- of another transaction in between, or one written in another
--- subtransaction, leaves the row unheld, which is only slower.
+-- The stamp also holds (outbox.held) a row from its commit when the
+-- previous unsent row of its key and destination (by id) is
+--   - the transaction's own, stamped in this commit: a transaction that
+--     writes a backlog for one key (a batch job, an import) puts only its
+--     first row in the claims' index, and no claim steps over the rest one
+--     by one.  That row is seen by nobody until this commit, so the mark
+--     that sends it, which releases the next held row, is certain to see
+--     this one.  "Its own" is the same xmin and a stamp at or after the
+--     transaction's first (kept in outboxd.stamp_first): an older row the
+--     transaction only updated has the same xmin but is visible already;
+--   - held or failed: the key is hot (its head failed or backs off), and
+--     rows that keep coming behind it join the held ones instead of being
+--     stepped over by every claim.  The row is locked (FOR SHARE) first,
+--     so that whatever releases it or redrives it waits for this commit
+--     and then sees this row; one that is being changed right now (SKIP
+--     LOCKED) leaves this row unheld.
+-- Nothing is held that no mark, redrive or retention pass would release;
+-- a row left unheld is only stepped over, which is slower, never out of
+-- order (outbox_claim()'s NOT EXISTS keeps the order either way).
 CREATE OR REPLACE FUNCTION outbox_stamp() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_seq	bigint;
 	v_first	bigint;
+	v_prev	record;
+	v_held	boolean := false;
 BEGIN
 	PERFORM pg_advisory_xact_lock(2027, hashtext(NEW.ordering_key));
 	v_seq := nextval('outbox_commit_seq');
 	v_first := nullif(current_setting('outboxd.stamp_first', true),
 	    '')::bigint;
 	IF v_first IS NULL THEN
-		-- The transaction's first stamp: nothing of its own to follow.
+		v_first := v_seq;
 		PERFORM set_config('outboxd.stamp_first', v_seq::text, true);
-		UPDATE outbox SET commit_seq = v_seq WHERE id = NEW.id;
-		RETURN NULL;
 	END IF;
-	UPDATE outbox o SET commit_seq = v_seq,
-	    held = coalesce((SELECT p.xmin = o.xmin
-		AND p.commit_seq >= v_first AND p.status = 'pending'
-		AND p.destination IS NOT DISTINCT FROM o.destination
-		FROM outbox p WHERE p.ordering_key = o.ordering_key
-		  AND p.status <> 'sent' AND p.id < o.id
-		ORDER BY p.id DESC LIMIT 1), false)
-	WHERE o.id = NEW.id;
+	SELECT p.id, p.xmin = o.xmin AND p.commit_seq >= v_first
+		AND p.status = 'pending' AS own,
+	    p.held OR p.status = 'failed' AS hot
+	INTO v_prev
+	FROM outbox o JOIN outbox p ON p.ordering_key = o.ordering_key
+	  AND p.status <> 'sent' AND p.id < o.id
+	  AND p.destination IS NOT DISTINCT FROM o.destination
+	WHERE o.id = NEW.id
+	ORDER BY p.id DESC LIMIT 1;
+	IF FOUND AND v_prev.own THEN
+		v_held := true;
+	ELSIF FOUND AND v_prev.hot THEN
+		PERFORM 1 FROM outbox p WHERE p.id = v_prev.id
+		  AND (p.held OR p.status = 'failed')
+		FOR SHARE SKIP LOCKED;
+		v_held := FOUND;
+	END IF;
+	UPDATE outbox SET commit_seq = v_seq, held = v_held WHERE id = NEW.id;
 	RETURN NULL;
 END;
 $$;

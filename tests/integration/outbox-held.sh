@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# outbox-held.sh -- which rows outbox_stamp() holds at their commit
+# (outbox.held, sql/schema.sql), and that whatever releases a held row
+# sees the rows held behind it.  SQL only, no outboxd process:
+#   1. a transaction's rows of one key and destination: all but the first
+#      held; another destination's, or a row behind one the transaction
+#      only updated, not;
+#   2. a row behind a held row, or behind a failed one, of another
+#      transaction: held; behind a row being released right now (locked
+#      by the releasing transaction): not held (SKIP LOCKED);
+#   3. the other way round: a commit that held a row behind a held one
+#      locks it, so the release waits for that commit and then finds the
+#      new row held behind it, to release in its turn.
+. "$(dirname "$0")/../lib/common.sh"
+test_init
+stack_up
+
+# held_of TAG... -- "tag=held" for each row with payload tag TAG, in id order
+held_of() {
+	local t list=
+	for t in "$@"; do list="$list${list:+,}'$t'"; done
+	sql "SELECT string_agg((payload->>'tag') || '=' || held, ' ' ORDER BY id)
+		FROM outbox WHERE payload->>'tag' IN ($list)"
+}
+ins() {	# ins KEY TAG [DESTINATION] -- the INSERT of one row
+	local dest=NULL
+	[ -z "${3:-}" ] || dest="'$3'"
+	printf "INSERT INTO outbox (event_type, ordering_key, payload, destination) VALUES ('test.held', '%s', '{\"tag\": \"%s\"}', %s);\n" \
+		"$1" "$2" "$dest"
+}
+
+# ---- 1 --------------------------------------------------------------------------------
+psql -X -v ON_ERROR_STOP=1 -q <<SQL
+BEGIN;
+$(ins a a1) $(ins a a2) $(ins a ax x) $(ins a a3) $(ins a ax2 x)
+COMMIT;
+SQL
+check_eq "1: one transaction, key a: all but the first of each destination held" \
+	"a1=false a2=true ax=false a3=true ax2=true" "$(held_of a1 a2 ax a3 ax2)"
+psql -X -v ON_ERROR_STOP=1 -q <<SQL
+$(ins b b1)
+BEGIN;
+UPDATE outbox SET payload = payload || '{"touched": true}' WHERE payload->>'tag' = 'b1';
+$(ins b b2) $(ins b b3)
+COMMIT;
+SQL
+check_eq "1: behind a row the transaction only updated (visible already): not held; its own next: held" \
+	"b1=false b2=false b3=true" "$(held_of b1 b2 b3)"
+
+# ---- 2 --------------------------------------------------------------------------------
+sql "$(ins c c1)" >/dev/null
+sql "UPDATE outbox SET held = true WHERE payload->>'tag' = 'c1'" >/dev/null
+sql "$(ins c c2)" >/dev/null
+sql "$(ins d d1)" >/dev/null
+sql "UPDATE outbox SET status = 'failed' WHERE payload->>'tag' = 'd1'" >/dev/null
+sql "$(ins d d2)" >/dev/null
+check_eq "2: behind another transaction's held row, and behind a failed one: held" \
+	"c1=true c2=true d1=false d2=true" "$(held_of c1 c2 d1 d2)"
+sql "$(ins e e1)" >/dev/null
+check_eq "2: behind a pending row of another transaction: not held" "e1=false" "$(held_of e1)"
+# A release in progress: the row behind is written meanwhile.
+sql "$(ins f f1)" >/dev/null
+sql "UPDATE outbox SET held = true WHERE payload->>'tag' = 'f1'" >/dev/null
+psql -X -v ON_ERROR_STOP=1 -qAt >"$T_DIR/release.out" 2>&1 <<SQL &
+BEGIN;
+UPDATE outbox SET held = false WHERE payload->>'tag' = 'f1';
+\! touch $T_DIR/released
+SELECT pg_sleep(1.5);
+COMMIT;
+SQL
+rel=$!
+wait_until 10 "the release to start" test -e "$T_DIR/released" || true
+sql "$(ins f f2)" >/dev/null
+wait "$rel" || fail "the release failed: $(cat "$T_DIR/release.out")"
+check_eq "2: behind a row being released right now: not held (it would not be seen)" \
+	"f1=false f2=false" "$(held_of f1 f2)"
+
+# ---- 3 --------------------------------------------------------------------------------
+sql "$(ins g g1)" >/dev/null
+sql "UPDATE outbox SET held = true WHERE payload->>'tag' = 'g1'" >/dev/null
+psql -X -v ON_ERROR_STOP=1 -qAt >"$T_DIR/writer.out" 2>&1 <<SQL &
+BEGIN;
+$(ins g g2)
+SET CONSTRAINTS outbox_stamp IMMEDIATE;
+\! touch $T_DIR/stamped
+SELECT pg_sleep(1.5);
+COMMIT;
+SQL
+wr=$!
+wait_until 10 "the writer's stamp" test -e "$T_DIR/stamped" || true
+t0=$(now_ms)
+sql "UPDATE outbox SET held = false WHERE payload->>'tag' = 'g1'" >/dev/null
+waited=$(($(now_ms) - t0))
+wait "$wr" || fail "the writer failed: $(cat "$T_DIR/writer.out")"
+say "the release waited $waited ms for the writer's commit"
+check "3: the release of g1 waited for the commit that held g2 behind it ($waited ms >= 500)" \
+	[ "$waited" -ge 500 ]
+check_eq "3: g2 held behind g1, now released" "g1=false g2=true" "$(held_of g1 g2)"
+released=$(sql "UPDATE outbox SET held = false WHERE id = (SELECT id FROM outbox WHERE held
+	AND ordering_key = 'g' ORDER BY commit_seq, id LIMIT 1) RETURNING payload->>'tag'")
+check_eq "3: the next release (g1 sent) finds g2" "g2" "$released"
