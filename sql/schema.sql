@@ -269,59 +269,57 @@ CREATE SEQUENCE IF NOT EXISTS outbox_commit_seq;
 
 --
 --
--- The stamp also holds (outbox.held) a row from its commit when the
--- previous unsent row of its key and destination (by id) is
---   - the transaction's own, stamped in this commit: a transaction that
---     writes a backlog for one key (a batch job, an import) puts only its
---     first row in the claims' index, and no claim steps over the rest one
---     by one.  That row is seen by nobody until this commit, so the mark
---     that sends it, which releases the next held row, is certain to see
---     this one.  "Its own" is the same xmin and a stamp at or after the
---     transaction's first (kept in outboxd.stamp_first): an older row the
---     transaction only updated has the same xmin but is visible already;
---   - held or failed: the key is hot (its head failed or backs off), and
---     rows that keep coming behind it join the held ones instead of being
---     stepped over by every claim.  The row is locked (FOR SHARE) first,
---     so that whatever releases it or redrives it waits for this commit
---     and then sees this row; one that is being changed right now (SKIP
---     LOCKED) leaves this row unheld.
--- Nothing is held that no mark, redrive or retention pass would release;
--- a row left unheld is only stepped over, which is slower, never out of
--- order (outbox_claim()'s NOT EXISTS keeps the order either way).
+-- The stamp also holds (outbox.held) a row from its commit
+--   - behind the transaction's own previous row when that was of the same
+--     key and destination (the last stamp, kept in outboxd.stamp_last): a
+--     transaction that writes a backlog for one key (a batch job, an
+--     import) puts only its first row in the claims' index, and no claim
+--     steps over the rest one by one.  That row is seen by nobody until
+--     this commit, so the mark that sends it, which releases the next held
+--     row, is certain to see this one;
+--   - behind a held or a failed row of its key and destination: the key
+--     is hot (its head failed or backs off), and rows that keep coming
+--     join the held ones instead of being stepped over by every claim.
+--     That row is locked (FOR SHARE) first, so that whatever releases,
+--     redrives or deletes it waits for this commit and then sees this row
+--     held behind it (it is ahead of this row, the newest, in the claims'
+--     order, so nothing releases this one before it); a row being changed
+--     right now (SKIP LOCKED) leaves this row unheld.
+-- The lookup reads outbox_held_idx, which has only the held and failed
+-- rows: a fresh key costs one probe of a nearly empty index, never a
+-- walk of its key's unsent rows.  Nothing is held that
+-- no mark, redrive or retention pass would release, and a row left
+-- unheld is only stepped over, which is slower, never out of order
+-- (outbox_claim()'s NOT EXISTS keeps the order either way).
 CREATE OR REPLACE FUNCTION outbox_stamp() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-	v_seq	bigint;
-	v_first	bigint;
-	v_prev	record;
+	-- key and destination, unambiguously (a name has no ':')
+	v_me	text := length(NEW.ordering_key) || ':' || NEW.ordering_key ||
+		    coalesce(NEW.destination, '');
 	v_held	boolean := false;
+	v_id	bigint;
 BEGIN
 	PERFORM pg_advisory_xact_lock(2027, hashtext(NEW.ordering_key));
-	v_seq := nextval('outbox_commit_seq');
-	v_first := nullif(current_setting('outboxd.stamp_first', true),
-	    '')::bigint;
-	IF v_first IS NULL THEN
-		v_first := v_seq;
-		PERFORM set_config('outboxd.stamp_first', v_seq::text, true);
-	END IF;
-	SELECT p.id, p.xmin = o.xmin AND p.commit_seq >= v_first
-		AND p.status = 'pending' AS own,
-	    p.held OR p.status = 'failed' AS hot
-	INTO v_prev
-	FROM outbox o JOIN outbox p ON p.ordering_key = o.ordering_key
-	  AND p.status <> 'sent' AND p.id < o.id
-	  AND p.destination IS NOT DISTINCT FROM o.destination
-	WHERE o.id = NEW.id
-	ORDER BY p.id DESC LIMIT 1;
-	IF FOUND AND v_prev.own THEN
+	IF current_setting('outboxd.stamp_last', true) = v_me THEN
 		v_held := true;
-	ELSIF FOUND AND v_prev.hot THEN
-		PERFORM 1 FROM outbox p WHERE p.id = v_prev.id
-		  AND (p.held OR p.status = 'failed')
-		FOR SHARE SKIP LOCKED;
-		v_held := FOUND;
+	ELSE
+		PERFORM set_config('outboxd.stamp_last', v_me, true);
+		SELECT p.id INTO v_id FROM outbox p
+		WHERE (p.held OR p.status = 'failed')
+		  AND p.ordering_key = NEW.ordering_key
+		  AND p.destination IS NOT DISTINCT FROM NEW.destination
+		LIMIT 1;
+		IF v_id IS NOT NULL THEN
+			PERFORM 1 FROM outbox p WHERE p.id = v_id
+			  AND (p.held OR p.status = 'failed')
+			FOR SHARE SKIP LOCKED;
+			v_held := FOUND;
+		END IF;
 	END IF;
-	UPDATE outbox SET commit_seq = v_seq, held = v_held WHERE id = NEW.id;
+	UPDATE outbox SET commit_seq = nextval('outbox_commit_seq'),
+	    held = v_held
+	WHERE id = NEW.id;
 	RETURN NULL;
 END;
 $$;
@@ -353,9 +351,21 @@ CREATE INDEX IF NOT EXISTS outbox_ready_dest_idx
 	WHERE status = 'pending' AND NOT held AND destination IS NOT NULL;
 
 -- The held rows of a key in the claims' order, to release the next one
--- when its head is sent (and, for retention, those whose head is gone).
+-- when its head is sent (and, for retention, those whose head is gone);
+-- and the failed ones, so that outbox_stamp() finds whether a key is hot
+-- with one probe.  (Earlier releases had the held rows only.)
+DO $$
+BEGIN
+	IF EXISTS (SELECT 1 FROM pg_index i
+	    WHERE i.indexrelid = to_regclass('outbox_held_idx')
+	      AND pg_get_expr(i.indpred, i.indrelid) NOT LIKE '%failed%') THEN
+		DROP INDEX outbox_held_idx;
+	END IF;
+END;
+$$;
 CREATE INDEX IF NOT EXISTS outbox_held_idx
-	ON outbox (ordering_key, (coalesce(commit_seq, 0)), id) WHERE held;
+	ON outbox (ordering_key, (coalesce(commit_seq, 0)), id)
+	WHERE held OR status = 'failed';
 
 -- Per-key ordering looks up a row's unsent siblings.
 CREATE INDEX IF NOT EXISTS outbox_key_idx

@@ -165,13 +165,15 @@ if [ "$nout" != 0 ]; then
 fi
 
 # ---- d) ---------------------------------------------------------------------
-# One transaction's backlog of two interleaved keys: held at its commit
-# behind each key's first row (outbox_stamp()), released one by one as
-# each is sent, so every key's rows arrive in insert order and none is
-# left held.
+# One transaction's backlog of two keys, 30 rows each: held at its
+# commit behind each key's first row (outbox_stamp()), released one by
+# one as each is sent, so every key's rows arrive in insert order and
+# none is left held.
 sql "INSERT INTO outbox (event_type, ordering_key, payload)
 	SELECT 'test.batch', 'batch-' || (g % 2), jsonb_build_object('key', 'batch-' || (g % 2), 'n', g)
-	FROM generate_series(1, 60) g"
+	FROM generate_series(1, 60) g ORDER BY g % 2, g"
+check_eq "d) the batch: all but each key's first row held at its commit" 58 \
+	"$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.batch' AND (held OR status = 'sent')")"
 batch_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE event_type = 'test.batch' AND status = 'sent'")" = 60 ]; }
 wait_until 30 "the batch's 60 rows sent" batch_sent || true
 check_eq "d) the batch's rows sent, none left held" "60 0" \
