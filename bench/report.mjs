@@ -163,11 +163,17 @@ for (const l of ["polling", "replication"]) {
 // ---- B6 (issue 32) --------------------------------------------------------------------------
 {
   const none = stat(ob, { bench: "b6", label: "none" }, "events_per_s");
-  const hot = stat(ob, { bench: "b6", label: "hot" }, "events_per_s");
-  if (val(hot) != null) {
+  const noneClaim = stat(ob, { bench: "b6", label: "none" }, "claim_us_per_row");
+  for (const [lbl, how] of [["hot", "written in one statement"], ["hot-stream", "written a transaction each"]]) {
+    const hot = stat(ob, { bench: "b6", label: lbl }, "events_per_s");
+    if (val(hot) == null) continue;
     const r = ratio(val(hot), val(none));
-    const held = sel(ob, { bench: "b6", label: "hot" }).map((x) => x.held);
-    row("B6 hot key", `events/s, 20,000 rows on fresh keys, 1 relay, behind 100,000 rows of one key whose head is dead-lettered (held: ${held.map(num).join(", ")}) vs without them`, fmt(hot), fmt(none), pct(r), "≥ 90%", r == null ? null : r >= 0.9, { key: "b6_hot", value: val(hot), peer_value: val(none), ratio_value: r });
+    const held = sel(ob, { bench: "b6", label: lbl }).map((x) => x.held);
+    row("B6 hot key", `events/s, 20,000 rows on fresh keys, 1 relay, behind 100,000 rows of one key (${how}) whose head is dead-lettered (held: ${held.map(num).join(", ")}) vs without them`, fmt(hot), fmt(none), pct(r), "≥ 90%", r == null ? null : r >= 0.9, { key: `b6_${lbl}`, value: val(hot), peer_value: val(none), ratio_value: r });
+    const claim = stat(ob, { bench: "b6", label: lbl }, "claim_us_per_row");
+    if (val(claim) == null) continue;
+    const c = ratio(val(claim), val(noneClaim));
+    row("B6 hot key", `outbox_claim() µs per claimed row (pg_stat_user_functions), hot key ${how} vs without it`, fmt(claim), fmt(noneClaim), c == null ? "–" : `${num(c)}×`, "≤ 1.5×", c == null ? null : c <= 1.5, { key: `b6_${lbl}_claim_us`, value: val(claim), peer_value: val(noneClaim), ratio_value: c });
   }
 }
 // ---- B3 -------------------------------------------------------------------------------------

@@ -391,12 +391,15 @@ if want b5; then
 fi
 
 if want b6; then
-  # B6: the fresh keys' drain with 100,000 rows behind one dead-lettered head, and without.
+  # B6: the fresh keys' drain with 100,000 rows behind one dead-lettered head (written in one
+  # statement, and a transaction each), and without.
   for r in $(seq "$REPS"); do
     say "outboxd: B6 fresh keys' drain, no hot key ($r/$REPS)"
     ob env B6_HOT=0 LABEL=none "$BENCH/b6-hot-key.sh"
     say "outboxd: B6 fresh keys' drain behind a hot key of 100,000 rows ($r/$REPS)"
     ob env B6_HOT=${B6_HOT:-100000} LABEL=hot "$BENCH/b6-hot-key.sh"
+    say "outboxd: B6 the same, the hot key's rows written a transaction each ($r/$REPS)"
+    ob env B6_HOT=${B6_HOT:-100000} B6_STREAM=1 LABEL=hot-stream "$BENCH/b6-hot-key.sh"
   done
 fi
 
