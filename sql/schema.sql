@@ -289,10 +289,15 @@ CREATE SEQUENCE IF NOT EXISTS outbox_commit_seq;
 --     (SKIP LOCKED) leaves this row unheld.
 -- The lookup reads outbox_held_idx, which has only the held and failed
 -- rows: a fresh key costs one probe of a nearly empty index, never a
--- walk of its key's unsent rows.  Nothing is held that
--- no mark, redrive or retention pass would release, and a row left
--- unheld is only stepped over, which is slower, never out of order
--- (outbox_claim()'s NOT EXISTS keeps the order either way).
+-- walk of its key's unsent rows.  The second rule is left out for
+-- writers in REPEATABLE READ or SERIALIZABLE: their lock on a row
+-- released since their snapshot would fail their commit.
+-- Nothing is held that no mark or redrive would release, but for rows
+-- whose row ahead is deleted or re-keyed (by hand, or by the transaction
+-- that wrote them): the retention pass of relay 1, a minute apart,
+-- releases those.  A row left unheld is only stepped over, which is
+-- slower, never out of order (outbox_claim()'s NOT EXISTS keeps the
+-- order either way).
 CREATE OR REPLACE FUNCTION outbox_stamp() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -305,6 +310,11 @@ BEGIN
 	PERFORM pg_advisory_xact_lock(2027, hashtext(NEW.ordering_key));
 	IF current_setting('outboxd.stamp_last', true) = v_me THEN
 		v_held := true;
+	ELSIF current_setting('transaction_isolation') <> 'read committed'
+	    THEN
+		-- A lock on a row released since this transaction's snapshot
+		-- would fail the writer's commit (could not serialize).
+		PERFORM set_config('outboxd.stamp_last', v_me, true);
 	ELSE
 		PERFORM set_config('outboxd.stamp_last', v_me, true);
 		SELECT p.id INTO v_id FROM outbox p

@@ -25,8 +25,9 @@
  *
  * Last, each pass releases held rows (outbox.held) that nothing holds any
  * more: the mark that sends a head and a redrive release its key's rows
- * themselves, but a head deleted by hand (or by an older release) leaves
- * them held; this finds them through outbox_held_idx.
+ * themselves, but a head deleted or re-keyed by hand (or in the
+ * transaction that wrote the rows behind it, or by an older release)
+ * leaves them held; this finds them through outbox_held_idx.
  */
 #include "config.h"
 
@@ -237,14 +238,18 @@ static const char retention_sql_keys[] =
 	"WHERE created_at <= now() - $1 * interval '1 second' "
 	"ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED)";
 
-/* Held rows with no unsent, unheld row of their key and destination left
- * to hold them. */
+/* Held rows with no unsent, unheld row of their key and destination
+ * ahead of them in the claims' order left to hold them.  An unheld row
+ * behind them holds nothing (the claims' NOT EXISTS keeps it behind
+ * them), so it must not keep them held either. */
 static const char retention_sql_held[] =
 	"UPDATE outbox o SET held = false WHERE o.held "
 	"AND NOT EXISTS (SELECT 1 FROM outbox s "
 	"WHERE s.ordering_key = o.ordering_key "
 	"AND s.destination IS NOT DISTINCT FROM o.destination "
-	"AND s.id <> o.id AND s.status <> 'sent' AND NOT s.held)";
+	"AND s.id <> o.id AND s.status <> 'sent' AND NOT s.held "
+	"AND (coalesce(s.commit_seq, 0), s.id) < "
+	"(coalesce(o.commit_seq, 0), o.id))";
 
 /* Send the pass's next delete without waiting; retention_on_conn() reads
  * its answer. */

@@ -15,7 +15,10 @@
 #   4. work, not time: the stamps of a backlog of one key behind 3,000
 #      unheld rows of that key, and of 3,000 fresh keys, read a few rows
 #      each, not the key's rows or the table (heap rows fetched counted in
-#      the transaction).
+#      the transaction);
+#   5. a REPEATABLE READ writer whose snapshot predates the release of
+#      the held row ahead commits (no lock on that row: its row is left
+#      unheld).
 . "$(dirname "$0")/../lib/common.sh"
 test_init
 stack_up
@@ -127,3 +130,21 @@ say "6,000 stamps read $fetched index entries and rows"
 check "4: 6,000 stamps read at most 5 index entries or rows each ($fetched)" \
 	[ "${fetched:-999999999}" -le 30000 ]
 check_eq "4: the backlog behind the unheld rows: all but its first held" 2999 "$held"
+
+# ---- 5 --------------------------------------------------------------------------------
+sql "INSERT INTO outbox (event_type, ordering_key, payload) VALUES
+	('test.held', 'rr', '{\"tag\": \"rr1\"}'), ('test.held', 'rr', '{\"tag\": \"rr2\"}')" >/dev/null
+psql -X -v ON_ERROR_STOP=1 -qAt >"$T_DIR/rr.out" 2>&1 <<SQL &
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) FROM outbox;
+\! touch $T_DIR/rr-snapshot
+SELECT pg_sleep(1);
+$(ins rr rr3)
+COMMIT;
+SQL
+rr=$!
+wait_until 10 "the REPEATABLE READ writer's snapshot" test -e "$T_DIR/rr-snapshot" || true
+sql "UPDATE outbox SET held = false WHERE payload->>'tag' = 'rr2'" >/dev/null
+rr_rc=0; wait "$rr" || rr_rc=$?
+check_eq "5: the REPEATABLE READ writer committed (exit status; $(tr '\n' ' ' <"$T_DIR/rr.out"))" 0 "$rr_rc"
+check_eq "5: its row, not held" "rr3=false" "$(held_of rr3)"

@@ -166,11 +166,19 @@ hot3_held() { [ "$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'hot3' 
 wait_until 15 "hot3's 20 rows held behind its dead-lettered head" hot3_held || true
 sql "DELETE FROM outbox WHERE payload->>'tag' = 'gone-head'" >/dev/null
 outboxd_stop
+# ... and an unheld row behind them (written for another key, re-keyed):
+# it must not keep them held, nor they it.
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+	VALUES ('test.hot', 'hot3-typo', '{\"seq\": 21, \"tag\": \"hot3-rekeyed\"}')" >/dev/null
+sql "UPDATE outbox SET ordering_key = 'hot3' WHERE payload->>'tag' = 'hot3-rekeyed'" >/dev/null
+check_eq "hot3: 20 rows held behind nothing, one unheld row behind them" "20 pending false" \
+	"$(sql "SELECT (SELECT count(*) FROM outbox WHERE ordering_key = 'hot3' AND held) || ' ' ||
+		(SELECT status || ' ' || held FROM outbox WHERE payload->>'tag' = 'hot3-rekeyed')")"
 fault_ctl -X POST --data-binary '{"mode":"pass"}' >/dev/null
 outboxd_start "$T_DIR/outbox.conf"
-hot3_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'hot3' AND status = 'sent'")" = 20 ]; }
-wait_until 30 "hot3's 20 rows released and sent" hot3_sent || true
-check_eq "hot3: rows sent after their head was deleted by hand" 20 \
+hot3_sent() { [ "$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'hot3' AND status = 'sent'")" = 21 ]; }
+wait_until 30 "hot3's 20 rows released and sent, and the re-keyed one" hot3_sent || true
+check_eq "hot3: rows sent after their head was deleted by hand (and the unheld one behind them)" 21 \
 	"$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'hot3' AND status = 'sent'")"
 check "  ... the retention pass says it released them" \
 	grep -q 'retention: released 20 held row(s) whose head is gone' "$OUTBOXD_LOG"
