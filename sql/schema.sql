@@ -71,10 +71,10 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS replay bigint;
 -- A pending row held behind its key's head while that head is failed or
 -- waits out a backoff: left out of outbox_ready_idx, so the claims do not
 -- step over a hot key's whole backlog one row at a time.  Set by the
--- relay that records the head's failure, and at a row's commit behind a
--- held or failed row or its own transaction's (outbox_stamp()); cleared
--- for the next row in
--- order by the mark that sends the head (so a hot key drains one ready
+-- relay that records the head's failure, at a row's INSERT behind its
+-- own transaction's (outbox_hold_run()) and at its commit behind a held
+-- or failed row (outbox_stamp()); cleared for the next row in order by
+-- the mark that sends the head (so a hot key drains one ready
 -- row at a time), for all of them by a redrive, and by retention's pass
 -- for rows whose head is gone.  The row stays 'pending' for everything
 -- else.
@@ -268,16 +268,15 @@ CREATE TRIGGER outbox_check_headers
 CREATE SEQUENCE IF NOT EXISTS outbox_commit_seq;
 
 --
---
--- The stamp also holds (outbox.held) a row from its commit
+-- A row is also held (outbox.held) from the start
 --   - behind the transaction's own previous row when that was of the same
---     key and destination (the last stamp, kept in outboxd.stamp_last): a
---     transaction that writes a backlog for one key (a batch job, an
---     import) puts only its first row in the claims' index, and no claim
---     steps over the rest one by one.  That row is seen by nobody until
---     this commit, so the mark that sends it, which releases the next held
---     row, is certain to see this one;
---   - behind a held or a failed row of its key and destination, stamped
+--     key and destination: outbox_hold_run() sets held at the INSERT, and
+--     the stamp keeps it.  A transaction that writes a backlog for one key
+--     (a batch job, an import) puts only its first row in the claims'
+--     index, and no claim steps over the rest one by one.  That row is
+--     seen by nobody until this commit, so the mark that sends it, which
+--     releases the next held row, is certain to see this one;
+--   - by the stamp, behind a held or a failed row of its key and destination, stamped
 --     (so ahead of this row, the newest, in the claims' order; this
 --     transaction's later rows, held at their INSERT by outbox_hold_run()
 --     and not stamped yet, are behind it): the key is hot (its head failed
@@ -301,22 +300,15 @@ CREATE SEQUENCE IF NOT EXISTS outbox_commit_seq;
 CREATE OR REPLACE FUNCTION outbox_stamp() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-	-- key and destination, unambiguously (a name has no ':')
-	v_me	text := length(NEW.ordering_key) || ':' || NEW.ordering_key ||
-		    coalesce(NEW.destination, '');
-	v_held	boolean := false;
+	v_held	boolean := NEW.held;	-- outbox_hold_run()'s answer
 	v_id	bigint;
 BEGIN
 	PERFORM pg_advisory_xact_lock(2027, hashtext(NEW.ordering_key));
-	IF current_setting('outboxd.stamp_last', true) = v_me THEN
-		v_held := true;
-	ELSIF current_setting('transaction_isolation') <> 'read committed'
-	    THEN
-		-- A lock on a row released since this transaction's snapshot
-		-- would fail the writer's commit (could not serialize).
-		PERFORM set_config('outboxd.stamp_last', v_me, true);
-	ELSE
-		PERFORM set_config('outboxd.stamp_last', v_me, true);
+	-- In REPEATABLE READ or SERIALIZABLE, a lock on a row released since
+	-- the transaction's snapshot would fail the writer's commit (could
+	-- not serialize).
+	IF NOT v_held AND
+	    current_setting('transaction_isolation') = 'read committed' THEN
 		SELECT p.id INTO v_id FROM outbox p
 		WHERE (p.held OR p.status = 'failed')
 		  AND p.ordering_key = NEW.ordering_key
@@ -344,12 +336,12 @@ CREATE CONSTRAINT TRIGGER outbox_stamp AFTER INSERT ON outbox
 	WHEN (coalesce(current_setting('outboxd.stamp', true), 'on') <> 'off')
 	EXECUTE FUNCTION outbox_stamp();
 
--- The first rule of outbox_stamp()'s hold, applied at the INSERT already
--- (the same order of keys, so the same answer): a backlog's rows go
--- straight into outbox_held_idx.  Held only at the commit, each would
--- have left a dead entry in outbox_ready_idx that every claim steps over
--- until a vacuum (100,000 of them: the first claim 77 ms, the next ones
--- ~1.5 ms more each).
+-- The first rule above (see outbox_stamp()), at the INSERT: a backlog's
+-- rows go straight into outbox_held_idx.  Held only at the commit, each
+-- would have left a dead entry in outbox_ready_idx that every claim steps
+-- over until a vacuum (100,000 of them: the first claim 77 ms, the next
+-- ones ~1.5 ms more each).  The last row's key and destination are kept
+-- in outboxd.insert_last, unambiguously (a destination has no ':').
 CREATE OR REPLACE FUNCTION outbox_hold_run() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
