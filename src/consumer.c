@@ -11,11 +11,14 @@
  * visibility timeout, and its redrive policy dead-letters a message that
  * keeps failing (e.g. a body that cannot be mapped).
  *
- * Up to consumer.concurrency batches in hand at once, one ReceiveMessage
- * in flight: each batch writes its messages concurrently and deletes the
- * done ones with one DeleteMessageBatch; the next receive starts as soon
- * as the last one answered and there is room, so the writes of one batch
- * overlap the receive and the delete of others.
+ * Up to consumer.concurrency batches in hand or being received at once:
+ * each batch writes its messages concurrently and deletes the done ones
+ * with one DeleteMessageBatch, so the writes of one batch overlap the
+ * receive and the delete of others.  While the queue has messages, a
+ * receive is started for every free slot: one ReceiveMessage at a time
+ * would bound the drain at a batch per SQS round trip, whatever the
+ * writes allow.  An empty answer brings the worker back to one long poll
+ * at a time, so an idle queue costs one poll per worker, as before.
  *
  * A PutItem that DynamoDB throttles (ProvisionedThroughputExceeded-
  * Exception, ThrottlingException, RequestLimitExceeded) is retried with
@@ -99,7 +102,9 @@ struct consumer {
 	struct event		*give_up;	/* stopping: the messages in hand */
 	struct consumer_batches	 batches;	/* messages in hand */
 	int			 n_batches;
-	int			 receiving;	/* ReceiveMessage in flight */
+	int			 receiving;	/* ReceiveMessages in flight */
+	int			 backlog;	/* the last answer had messages:
+						   receive into every free slot */
 	int			 throttles;	/* throttled PutItems in a row */
 	int64_t			 throttled_until; /* µs, monotonic: no
 						   receive before */
@@ -559,8 +564,9 @@ consumer_received(const struct aws_result *res, void *arg)
 	char			 why[sizeof c->last_error];
 	int			 n;
 
-	c->receiving = 0;
+	c->receiving--;
 	if (!res->ok) {
+		c->backlog = 0;
 		snprintf(why, sizeof why, "%s%s%s%s",
 		    res->status == 0 ? "transport: " : "",
 		    res->error_type != NULL ? res->error_type : "",
@@ -578,6 +584,7 @@ consumer_received(const struct aws_result *res, void *arg)
 		    c->fails);
 	c->fails = 0;
 	c->last_error[0] = '\0';
+	c->backlog = n > 0;
 	if (n == 0) {
 		/* Without a long poll an empty queue answers at once. */
 		if (c->conf->consumer.wait_time <= 0 && !c->stopping) {
@@ -616,13 +623,14 @@ consumer_receive(struct consumer *c)
 		return;
 	}
 	free(body);
-	c->receiving = 1;
+	c->receiving++;
 }
 
 /*
- * Receive again if there is room for a batch, no receive is in flight or
- * waiting out a backoff, and DynamoDB is not throttling us; stopping,
- * end the loop once the last batch is done.
+ * Receive again while there is room for a batch (those in hand and those
+ * being received count), no receive waits out a backoff, DynamoDB is not
+ * throttling us, and either no receive is in flight or the queue has a
+ * backlog; stopping, end the loop once the last batch is done.
  */
 static void
 consumer_next(struct consumer *c)
@@ -635,15 +643,16 @@ consumer_next(struct consumer *c)
 			event_base_loopbreak(c->base);
 		return;
 	}
-	if (c->receiving || evtimer_pending(c->retry, NULL) ||
-	    c->n_batches >= c->conf->consumer.concurrency)
-		return;
-	if ((now = clock_mono_us()) < c->throttled_until) {
-		tv = clock_tv((c->throttled_until - now + 999) / 1000);
-		evtimer_add(c->retry, &tv);
-		return;
+	while (!evtimer_pending(c->retry, NULL) &&
+	    c->n_batches + c->receiving < c->conf->consumer.concurrency &&
+	    (c->receiving == 0 || c->backlog)) {
+		if ((now = clock_mono_us()) < c->throttled_until) {
+			tv = clock_tv((c->throttled_until - now + 999) / 1000);
+			evtimer_add(c->retry, &tv);
+			return;
+		}
+		consumer_receive(c);
 	}
-	consumer_receive(c);
 }
 
 /*

@@ -74,7 +74,8 @@ process has a request outstanding (e.g. with ss -tnp).
 Stats: requests and per-action counts, entries_forwarded (messages that
 reached the emulator through SendMessage/SendMessageBatch), injected (the
 entries failed on purpose: action, Id, MessageBody, time), held,
-requests_done (action, peer_port, ids, since, done) for SendMessage(Batch).
+requests_done (action, peer_port, ids, since, done) for SendMessage(Batch)
+and ReceiveMessage (ids null).
 The --stats file has them all but requests_done (GET /__fault has it).
 """
 import argparse
@@ -264,7 +265,7 @@ class Faults:
         finally:
             with self.lock:
                 del self.inflight[key]
-                if rec["ids"] is not None:
+                if rec["ids"] is not None or req.action == "ReceiveMessage":
                     rec["done"] = time.time()
                     self.stats["requests_done"].append(rec)
                 self.write_stats()
