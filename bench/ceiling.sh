@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ceiling.sh -- the physical ceiling: pgbench running POST /orders' own statement (the
-# order + outbox CTE of src/http.c, one autocommitted statement, prepared) with the same
+# order + outbox CTE of src/http_orders.c, one autocommitted statement, prepared) with the same
 # client count as B1 on outboxd's database, outboxd stopped.
 #   notify-off       sessions as outboxd's HTTP workers (HTTP_SESSION_OPTIONS of
 #                    src/outboxd.h: outboxd.notify = off, outboxd.stamp = off): no NOTIFY
@@ -14,11 +14,11 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "${WL:?WL: the workload folder (peers/bench copy)}/lib.sh"; IMPL=${IMPL:-$WL/impl/outboxd.sh}; load_impl
 C=${CEIL_CLIENTS:-32} J=${CEIL_THREADS:-2} D=${CEIL_DURATION:-10} W=${CEIL_WARMUP:-3}
-SRC=${OB_HTTP_C:-$(dirname "$OB_SCHEMA")/../src/http.c}
+SRC=${OB_HTTP_C:-$(dirname "$OB_SCHEMA")/../src/http_orders.c}
 script=$(mktemp /tmp/ceiling.XXXXXX.sql)
 trap 'rm -f "$script"' EXIT
 
-# The statement, taken from src/http.c so the ceiling runs exactly what outboxd runs: its
+# The statement, taken from src/http_orders.c so the ceiling runs exactly what outboxd runs: its
 # declaration and the HTTP_SQL_* macros it is built from, through the C preprocessor, then
 # the adjacent string literals joined.
 stmt=$({ awk '/^#define[ \t]+HTTP_SQL_/{f=1} f{print} f&&!/\\$/{f=0}' "$SRC"

@@ -169,7 +169,7 @@ source "$SCRATCH/stack/env"
 read -r SINK_PORT REF_PORT GW_SINK_PORT <<<"$("$ROOT/tests/lib/free-port" 3 | tr '\n' ' ')"
 
 # outboxd's adapter settings
-export OB_BIN=$OUTBOXD_BIN OB_SCHEMA=$ROOT/sql/schema.sql OB_HTTP_C=$ROOT/src/http.c
+export OB_BIN=$OUTBOXD_BIN OB_SCHEMA=$ROOT/sql/schema.sql OB_HTTP_C=$ROOT/src/http_orders.c
 export OB_DATABASE_URL=$DATABASE_URL OB_QUEUE_URL=$QUEUE_URL OB_SQS_ENDPOINT=$SQS_ENDPOINT
 export OB_DDB_ENDPOINT=$DDB_ENDPOINT OB_DDB_TABLE=fulfillments OB_PORT=$HTTP_PORT OB_RUN=$SCRATCH/run/outboxd
 export OB_SINK_URL=http://127.0.0.1:$SINK_PORT/ OB_WEBHOOK_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
@@ -251,7 +251,7 @@ if want b1 || want ceiling; then
     fi
     if want ceiling; then
       ob_b1 ingest-wake-trigger OB_RELAYS=0 OB_CONSUMERS=0 OB_WAKE=trigger
-      ob "$BENCH/ceiling.sh"
+      ob "$BENCH/ceiling.sh" || die "ceiling.sh failed: no pgbench ceiling"
     fi
   done
 fi
