@@ -639,7 +639,8 @@ consumer_next(struct consumer *c)
 	int64_t		now;
 
 	if (c->stopping) {
-		if (c->n_batches == 0 && (!c->receiving || c->stop_deadline))
+		if (c->n_batches == 0 && (!c->receiving ||
+		    (c->stop_deadline && !c->backlog)))
 			event_base_loopbreak(c->base);
 		return;
 	}
@@ -678,7 +679,13 @@ consumer_give_up_cb(evutil_socket_t fd, short what, void *arg)
 		deletes += b->deleting;
 		msgs += b->n;
 	}
-	if (c->n_batches == 0) {	/* finished in the same turn */
+	if (c->n_batches == 0) {
+		/* Else finished in the same turn. */
+		if (c->receiving > 0)
+			log_warnx("stopping with %d ReceiveMessage(s) unanswered "
+			    "%ld ms after the stop signal: the messages they "
+			    "took, if any, come back after the visibility "
+			    "timeout", c->receiving, proc_give_up_ms(c->conf));
 		event_base_loopbreak(c->base);
 		return;
 	}
@@ -708,14 +715,18 @@ consumer_on_stop(void *arg, int deadline)
 	struct consumer_batch	*b;
 	int			 msgs = 0;
 
-	if (c->n_batches == 0 && (deadline || !c->receiving)) {
+	if (c->n_batches == 0 && (!c->receiving ||
+	    (deadline && !c->backlog))) {
 		/*
-		 * Only a long poll or a backoff wait: end now.  An abandoned
-		 * poll may still take a message, which SQS shows again after
-		 * the visibility timeout.  Retired by a reload, with no
-		 * deadline, the consumer lets its poll end (wait_time, 20 s
-		 * at most) and finishes what it brings, so that a reload
-		 * delays no message.
+		 * Only an idle long poll or a backoff wait: end now.  An
+		 * abandoned poll may still take a message, which SQS shows
+		 * again after the visibility timeout.  Receives started for
+		 * a backlog are waited for (up to the give-up below) and what
+		 * they bring is finished: abandoned, each would leave up to
+		 * max_messages messages invisible until then.  Retired by a
+		 * reload, with no deadline, the consumer lets its polls end
+		 * (wait_time, 20 s at most) and finishes what they bring, so
+		 * that a reload delays no message.
 		 */
 		c->stopping = 1;
 		evtimer_del(c->retry);
@@ -733,10 +744,11 @@ consumer_on_stop(void *arg, int deadline)
 			event_active(b->retry, EV_TIMEOUT, 0);
 		}
 	}
-	if (deadline && c->n_batches > 0 &&
+	if (deadline && (c->n_batches > 0 || c->receiving > 0) &&
 	    proc_give_up_arm(c->give_up, c->conf))
-		log_info("stopping after the %d message(s) in hand (giving "
-		    "them up after %ld ms)", msgs, proc_give_up_ms(c->conf));
+		log_info("stopping after the %d message(s) in hand and what "
+		    "%d receive(s) in flight bring (giving them up after "
+		    "%ld ms)", msgs, c->receiving, proc_give_up_ms(c->conf));
 }
 
 int

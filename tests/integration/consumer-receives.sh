@@ -64,4 +64,25 @@ say "idle for 4 s: $n ReceiveMessage calls, at most $idle at once"
 check "idle, the worker still polls ($n >= 2 receives in 4 s)" [ "$n" -ge 2 ]
 check_eq "idle, one ReceiveMessage at a time" 1 "$idle"
 
+# The stop: answers to receives held 1 s after fauxqs took their
+# messages, a backlog of 300, SIGTERM once several
+# receives are in flight.
+fault_ctl -X POST --data-binary '{"mode":"delay","ms":1000,"after":true,
+	"actions":["ReceiveMessage"]}' >/dev/null
+sql_orders stop- "$N"
+relayed() { [ "$(sql "SELECT count(*) FROM outbox WHERE status <> 'sent'")" = 0 ]; }
+wait_until 30 "the relay to send the second $N" relayed || true
+in_flight() { fault_ctl | jq '[.inflight[] | select(.action == "ReceiveMessage")] | length'; }
+several() { [ "$(in_flight)" -ge 2 ]; }
+wait_until 30 "several receives in flight" several || true
+f=$(in_flight)
 outboxd_stop
+items=$(ddb_count "$DDB_ENDPOINT" "$DDB_TABLE")
+hidden=$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessagesNotVisible)
+shown=$(sqs_attr "$SQS_ENDPOINT" "$QUEUE_URL" ApproximateNumberOfMessages)
+say "stop with $f receives in flight: $((items - N)) items written, $shown messages visible, $hidden in flight"
+check "the stop came with receives in flight ($f >= 2)" [ "$f" -ge 2 ]
+check_eq "after the stop, no message left in flight (invisible until its visibility timeout)" 0 "$hidden"
+check_eq "  ... each message of the second $N written or still queued" "$N" "$((items - N + shown))"
+check "the log says the stop waits for the receives in flight" \
+	grep -q 'stopping after the [0-9]* message(s) in hand and what [0-9]* receive(s) in flight bring' "$OUTBOXD_LOG"

@@ -36,7 +36,11 @@ Modes (a mode with "times" or "seconds" falls back to "pass" when used up):
                  "message": message} without forwarding; for "seconds"
                  and/or "times" (both null = until changed).
   delay          forward after sleeping ms (default 1000) milliseconds;
-                 "seconds"/"times" as above.
+                 "seconds"/"times" as above.  With
+                 "after": true the request is forwarded at once and the
+                 answer held: the emulator has done the work (a
+                 ReceiveMessage has taken its messages) before the
+                 client hears of it.
   fail-entries   per-entry failures chosen by content: for a
                  SendMessageBatch, every entry whose MessageBody contains
                  a rule's "match" text (or whose Id is in its "ids") is
@@ -101,7 +105,8 @@ MODES = {
                       "hold_retry": False, "hold_max": 30, "actions": ["SendMessageBatch"]},
     "status": {"status": 500, "code": "InternalError", "message": "injected",
                "times": None, "seconds": None, "actions": None},
-    "delay": {"ms": 1000, "times": None, "seconds": None, "actions": None},
+    "delay": {"ms": 1000, "after": False, "times": None, "seconds": None,
+              "actions": None},
     "drop": {"times": None, "seconds": None, "actions": None},
     "fail-entries": {"rules": [], "times": None, "seconds": None,
                      "actions": ["SendMessageBatch", "PublishBatch"]},
@@ -309,6 +314,10 @@ class Faults:
         if mode == "delay":
             self.consume()
             proxylib.log(NAME, "delay %s by %s ms" % (action, params["ms"]))
+            if params.get("after"):
+                resp = self.pass_through(req)
+                time.sleep(float(params["ms"]) / 1000.0)
+                return resp
             time.sleep(float(params["ms"]) / 1000.0)
         return self.pass_through(req)
 
