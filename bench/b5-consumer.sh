@@ -10,14 +10,13 @@
 set -euo pipefail
 source "${WL:?WL: the workload folder (peers/bench copy)}/lib.sh"; IMPL=${IMPL:-$WL/impl/outboxd.sh}; load_impl
 N=${B5_N:-20000} MAX=${B5_MAX_S:-180} C=${OB_CONSUMERS:-1}
-# The queue's depth (visible + in flight) with curl and jq, not tools.mjs: a Node process
-# with the AWS SDK every 0.1 s took most of a core from the drain it measured (perf -a:
-# short-lived node processes 39% of the two cores).  fauxqs does not check signatures.
+# The queue's depth (visible + in flight) with tests/lib/aws.sh's curl call, not tools.mjs:
+# a Node process with the AWS SDK every 0.1 s took most of a core from the drain it measured
+# (perf -a: short-lived node processes 39% of the two cores).
+source "$(dirname "$0")/../tests/lib/aws.sh"
 depth() {
-  curl -sS -X POST "${SQS_ENDPOINT:?}/" -H 'Content-Type: application/x-amz-json-1.0' \
-    -H 'X-Amz-Target: AmazonSQS.GetQueueAttributes' -H 'X-Amz-Date: 20260101T000000Z' \
-    -H 'Authorization: AWS4-HMAC-SHA256 Credential=AKID/20260101/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=00' \
-    -d "$(jq -cn --arg q "$SQS_QUEUE_URL" '{QueueUrl:$q,AttributeNames:["ApproximateNumberOfMessages","ApproximateNumberOfMessagesNotVisible"]}')" |
+  aws_call sqs "${SQS_ENDPOINT:?}" GetQueueAttributes "$(jq -cn --arg q "$SQS_QUEUE_URL" \
+    '{QueueUrl:$q,AttributeNames:["ApproximateNumberOfMessages","ApproximateNumberOfMessagesNotVisible"]}')" |
     jq -e '.Attributes | (.ApproximateNumberOfMessages|tonumber) + (.ApproximateNumberOfMessagesNotVisible|tonumber)'
 }
 
