@@ -626,6 +626,16 @@ consumer_receive(struct consumer *c)
 	c->receiving++;
 }
 
+/* Stopping (deadline: a stop, not a retirement): nothing is left to wait
+ * for, no batch in hand and no receive but, at a stop, idle long polls
+ * (see consumer_on_stop()). */
+static int
+consumer_stop_now(const struct consumer *c, int deadline)
+{
+	return (c->n_batches == 0 &&
+	    (c->receiving == 0 || (deadline && !c->backlog)));
+}
+
 /*
  * Receive again while there is room for a batch (those in hand and those
  * being received count), no receive waits out a backoff, DynamoDB is not
@@ -639,8 +649,7 @@ consumer_next(struct consumer *c)
 	int64_t		now;
 
 	if (c->stopping) {
-		if (c->n_batches == 0 && (!c->receiving ||
-		    (c->stop_deadline && !c->backlog)))
+		if (consumer_stop_now(c, c->stop_deadline))
 			event_base_loopbreak(c->base);
 		return;
 	}
@@ -715,8 +724,7 @@ consumer_on_stop(void *arg, int deadline)
 	struct consumer_batch	*b;
 	int			 msgs = 0;
 
-	if (c->n_batches == 0 && (!c->receiving ||
-	    (deadline && !c->backlog))) {
+	if (consumer_stop_now(c, deadline)) {
 		/*
 		 * Only an idle long poll or a backoff wait: end now.  An
 		 * abandoned poll may still take a message, which SQS shows
