@@ -549,6 +549,10 @@ DECLARE
 	v_row	tid;
 	v_key	text;
 	v_skip	text[];
+	v_want	integer;
+	v_got	integer := 0;
+	v_n	integer;
+	v_round	integer := 0;
 BEGIN
 	IF (SELECT c.paused FROM outbox_control c WHERE c.id = 1) THEN
 		RETURN;
@@ -556,147 +560,164 @@ BEGIN
 	v_skip := coalesce(p_skip, '{}') || ARRAY(
 	    SELECT p.destination FROM outbox_paused_destinations p);
 
-	-- Step 1: heads in id order.  A key another relay is claiming right
-	-- now (its advisory lock is taken) is skipped and the scan goes on,
-	-- so relays claiming at the same moment take different rows.  The
-	-- scan reads at most 4 x p_limit heads: room to step over what three
-	-- other relays are claiming at that instant.
-	--
-	-- The plan must not depend on the statistics: right after a backlog
-	-- lands (a broker outage, a bulk insert) they still describe a small
-	-- table, and a planner that turns NOT EXISTS into a join may then scan
-	-- all of outbox_key_idx for every row.  OFFSET 0 keeps the NOT EXISTS
-	-- a subplan, which always probes outbox_key_idx with the row's key.
-	IF cardinality(v_skip) = 0 THEN
-		FOR v_row, v_key IN
-			SELECT o.ctid, o.ordering_key FROM outbox o
-			WHERE o.status = 'pending' AND NOT o.held
-			  AND o.available_at <= now()
-			  AND NOT EXISTS (SELECT 1 FROM outbox s
-				WHERE s.ordering_key = o.ordering_key
-				  AND s.id <> o.id AND s.status <> 'sent'
-				  AND s.destination IS NOT DISTINCT FROM o.destination
-				  AND (s.status = 'failed' OR
-				    s.first_claimed_at IS NOT NULL OR
-				    (o.first_claimed_at IS NULL AND
-				    (coalesce(s.commit_seq, 0), s.id) <
-				    (coalesce(o.commit_seq, 0), o.id)))
-				OFFSET 0)
-			ORDER BY o.id
-			LIMIT 4 * p_limit
-		LOOP
-			CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026,
-			    hashtext(v_key));
-			v_rows := v_rows || v_row;
-			EXIT WHEN cardinality(v_rows) >= p_limit;
-		END LOOP;
-	ELSE
-		-- Some destinations are left (paused, or the relay has its
-		-- fill of them): their rows are not read at all, however many
-		-- are due, so that one slow destination's backlog cannot make
-		-- every claim slow.  Each destination that is taken is read on
-		-- its own in id order -- the named ones through
-		-- outbox_ready_dest_idx, found with a skip scan of it, the
-		-- rows without one through outbox_ready_idx -- and the heads
-		-- of all of them are merged in id order.
-		FOR v_row, v_key IN
-			WITH RECURSIVE d(name) AS (
-				(SELECT o.destination FROM outbox o
+	-- Rounds: step 1 reads with the snapshot of its own start, so a
+	-- candidate another relay claimed and committed meanwhile is lost at
+	-- step 2 (its lease is no longer due).  A claim that came back short
+	-- for that reason alone would tell the relay the backlog is gone, and
+	-- it would wait for its next poll: with four relays claiming at once,
+	-- about half their claims came back short or empty while thousands of
+	-- rows were due.  So when step 2 lost candidates the scan runs again
+	-- (a new statement, a new snapshot) for the rest, up to five rounds.
+	-- This transaction's own advisory locks and claims carry over: its
+	-- claimed rows are no longer due, so no round takes a row twice.
+	LOOP
+		v_rows := '{}';
+		v_want := p_limit - v_got;
+		-- Step 1: heads in id order.  A key another relay is claiming right
+		-- now (its advisory lock is taken) is skipped and the scan goes on,
+		-- so relays claiming at the same moment take different rows.  The
+		-- scan reads at most 4 x p_limit heads: room to step over what three
+		-- other relays are claiming at that instant.
+		--
+		-- The plan must not depend on the statistics: right after a backlog
+		-- lands (a broker outage, a bulk insert) they still describe a small
+		-- table, and a planner that turns NOT EXISTS into a join may then scan
+		-- all of outbox_key_idx for every row.  OFFSET 0 keeps the NOT EXISTS
+		-- a subplan, which always probes outbox_key_idx with the row's key.
+		IF cardinality(v_skip) = 0 THEN
+			FOR v_row, v_key IN
+				SELECT o.ctid, o.ordering_key FROM outbox o
 				WHERE o.status = 'pending' AND NOT o.held
-				  AND o.destination IS NOT NULL
-				ORDER BY o.destination LIMIT 1)
-				UNION ALL
-				SELECT (SELECT o.destination FROM outbox o
+				  AND o.available_at <= now()
+				  AND NOT EXISTS (SELECT 1 FROM outbox s
+					WHERE s.ordering_key = o.ordering_key
+					  AND s.id <> o.id AND s.status <> 'sent'
+					  AND s.destination IS NOT DISTINCT FROM o.destination
+					  AND (s.status = 'failed' OR
+					    s.first_claimed_at IS NOT NULL OR
+					    (o.first_claimed_at IS NULL AND
+					    (coalesce(s.commit_seq, 0), s.id) <
+					    (coalesce(o.commit_seq, 0), o.id)))
+					OFFSET 0)
+				ORDER BY o.id
+				LIMIT 4 * v_want
+			LOOP
+				CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026,
+				    hashtext(v_key));
+				v_rows := v_rows || v_row;
+				EXIT WHEN cardinality(v_rows) >= v_want;
+			END LOOP;
+		ELSE
+			-- Some destinations are left (paused, or the relay has its
+			-- fill of them): their rows are not read at all, however many
+			-- are due, so that one slow destination's backlog cannot make
+			-- every claim slow.  Each destination that is taken is read on
+			-- its own in id order -- the named ones through
+			-- outbox_ready_dest_idx, found with a skip scan of it, the
+			-- rows without one through outbox_ready_idx -- and the heads
+			-- of all of them are merged in id order.
+			FOR v_row, v_key IN
+				WITH RECURSIVE d(name) AS (
+					(SELECT o.destination FROM outbox o
 					WHERE o.status = 'pending' AND NOT o.held
-					  AND o.destination > d.name
+					  AND o.destination IS NOT NULL
 					ORDER BY o.destination LIMIT 1)
-				FROM d WHERE d.name IS NOT NULL),
-			t(name) AS (
-				SELECT d.name FROM d WHERE d.name IS NOT NULL
-				  AND d.name <> ALL (v_skip))
-			SELECT c.ctid, c.ordering_key FROM (
-				SELECT x.ctid, x.ordering_key, x.id
-				FROM t CROSS JOIN LATERAL (
-				SELECT o.ctid, o.ordering_key, o.id FROM outbox o
-				WHERE o.status = 'pending' AND NOT o.held
-				  AND o.destination = t.name
-				  AND o.available_at <= now()
-				  AND NOT EXISTS (SELECT 1 FROM outbox s
-					WHERE s.ordering_key = o.ordering_key
-					  AND s.id <> o.id AND s.status <> 'sent'
-					  AND s.destination IS NOT DISTINCT FROM
-					    o.destination
-					  AND (s.status = 'failed' OR
-					    s.first_claimed_at IS NOT NULL OR
-					    (o.first_claimed_at IS NULL AND
-					    (coalesce(s.commit_seq, 0), s.id) <
-					    (coalesce(o.commit_seq, 0), o.id)))
-					OFFSET 0)
-				ORDER BY o.id
-				LIMIT 4 * p_limit) x
-				UNION ALL
-				(SELECT o.ctid, o.ordering_key, o.id FROM outbox o
-				WHERE (p_default IS NULL OR
-				    p_default <> ALL (v_skip))
-				  AND o.status = 'pending' AND NOT o.held
-				  AND o.destination IS NULL
-				  AND o.available_at <= now()
-				  AND NOT EXISTS (SELECT 1 FROM outbox s
-					WHERE s.ordering_key = o.ordering_key
-					  AND s.id <> o.id AND s.status <> 'sent'
-					  AND s.destination IS NOT DISTINCT FROM
-					    o.destination
-					  AND (s.status = 'failed' OR
-					    s.first_claimed_at IS NOT NULL OR
-					    (o.first_claimed_at IS NULL AND
-					    (coalesce(s.commit_seq, 0), s.id) <
-					    (coalesce(o.commit_seq, 0), o.id)))
-					OFFSET 0)
-				ORDER BY o.id
-				LIMIT 4 * p_limit)) c
-			ORDER BY c.id
-			LIMIT 4 * p_limit
-		LOOP
-			CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026,
-			    hashtext(v_key));
-			v_rows := v_rows || v_row;
-			EXIT WHEN cardinality(v_rows) >= p_limit;
-		END LOOP;
-	END IF;
+					UNION ALL
+					SELECT (SELECT o.destination FROM outbox o
+						WHERE o.status = 'pending' AND NOT o.held
+						  AND o.destination > d.name
+						ORDER BY o.destination LIMIT 1)
+					FROM d WHERE d.name IS NOT NULL),
+				t(name) AS (
+					SELECT d.name FROM d WHERE d.name IS NOT NULL
+					  AND d.name <> ALL (v_skip))
+				SELECT c.ctid, c.ordering_key FROM (
+					SELECT x.ctid, x.ordering_key, x.id
+					FROM t CROSS JOIN LATERAL (
+					SELECT o.ctid, o.ordering_key, o.id FROM outbox o
+					WHERE o.status = 'pending' AND NOT o.held
+					  AND o.destination = t.name
+					  AND o.available_at <= now()
+					  AND NOT EXISTS (SELECT 1 FROM outbox s
+						WHERE s.ordering_key = o.ordering_key
+						  AND s.id <> o.id AND s.status <> 'sent'
+						  AND s.destination IS NOT DISTINCT FROM
+						    o.destination
+						  AND (s.status = 'failed' OR
+						    s.first_claimed_at IS NOT NULL OR
+						    (o.first_claimed_at IS NULL AND
+						    (coalesce(s.commit_seq, 0), s.id) <
+						    (coalesce(o.commit_seq, 0), o.id)))
+						OFFSET 0)
+					ORDER BY o.id
+					LIMIT 4 * v_want) x
+					UNION ALL
+					(SELECT o.ctid, o.ordering_key, o.id FROM outbox o
+					WHERE (p_default IS NULL OR
+					    p_default <> ALL (v_skip))
+					  AND o.status = 'pending' AND NOT o.held
+					  AND o.destination IS NULL
+					  AND o.available_at <= now()
+					  AND NOT EXISTS (SELECT 1 FROM outbox s
+						WHERE s.ordering_key = o.ordering_key
+						  AND s.id <> o.id AND s.status <> 'sent'
+						  AND s.destination IS NOT DISTINCT FROM
+						    o.destination
+						  AND (s.status = 'failed' OR
+						    s.first_claimed_at IS NOT NULL OR
+						    (o.first_claimed_at IS NULL AND
+						    (coalesce(s.commit_seq, 0), s.id) <
+						    (coalesce(o.commit_seq, 0), o.id)))
+						OFFSET 0)
+					ORDER BY o.id
+					LIMIT 4 * v_want)) c
+				ORDER BY c.id
+				LIMIT 4 * v_want
+			LOOP
+				CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026,
+				    hashtext(v_key));
+				v_rows := v_rows || v_row;
+				EXIT WHEN cardinality(v_rows) >= v_want;
+			END LOOP;
+		END IF;
 
-	IF cardinality(v_rows) = 0 THEN
-		RETURN;
-	END IF;
+		EXIT WHEN cardinality(v_rows) = 0;
 
-	-- Step 2: claim the candidates that are still pending and due.  A
-	-- candidate is still its key's head unless it changed itself since
-	-- step 1's snapshot: a key's head changes only when the head is
-	-- claimed, sent or failed (later commits sort after it, see
-	-- outbox_stamp()), and the row lock (SKIP LOCKED, and the re-check of
-	-- a row another relay has just updated) sees exactly that.
-	--
-	-- The candidates are found again by their ctid, with a TID scan whatever
-	-- the statistics say: when they still say "nothing is pending" (a
-	-- backlog that landed after the last ANALYZE) the planner took a partial
-	-- index that looked empty and scanned all of it for an id list, 40 ms a
-	-- claim of 100.  coalesce() keeps the status test from matching the
-	-- partial indexes' predicates, which leaves them out of the choice.
-	--
-	-- created_at is returned for the publish latency metric.
-	RETURN QUERY
-	UPDATE outbox o
-	SET claim = p_claim,
-	    available_at = now() + p_lease_ms * interval '1 millisecond',
-	    first_claimed_at = coalesce(o.first_claimed_at, now())
-	WHERE o.ctid = ANY (ARRAY(
-		SELECT c.ctid FROM outbox c
-		WHERE c.ctid = ANY (v_rows)
-		  AND coalesce(c.status, '') = 'pending'
-		  AND NOT coalesce(c.held, false)
-		  AND c.available_at <= now()
-		FOR UPDATE SKIP LOCKED))
-	RETURNING o.id, o.event_type, o.ordering_key, o.payload::text,
-	    o.attempts, o.created_at, o.destination, o.headers::text, o.replay;
+		-- Step 2: claim the candidates that are still pending and due.  A
+		-- candidate is still its key's head unless it changed itself since
+		-- step 1's snapshot: a key's head changes only when the head is
+		-- claimed, sent or failed (later commits sort after it, see
+		-- outbox_stamp()), and the row lock (SKIP LOCKED, and the re-check of
+		-- a row another relay has just updated) sees exactly that.
+		--
+		-- The candidates are found again by their ctid, with a TID scan whatever
+		-- the statistics say: when they still say "nothing is pending" (a
+		-- backlog that landed after the last ANALYZE) the planner took a partial
+		-- index that looked empty and scanned all of it for an id list, 40 ms a
+		-- claim of 100.  coalesce() keeps the status test from matching the
+		-- partial indexes' predicates, which leaves them out of the choice.
+		--
+		-- created_at is returned for the publish latency metric.
+		RETURN QUERY
+		UPDATE outbox o
+		SET claim = p_claim,
+		    available_at = now() + p_lease_ms * interval '1 millisecond',
+		    first_claimed_at = coalesce(o.first_claimed_at, now())
+		WHERE o.ctid = ANY (ARRAY(
+			SELECT c.ctid FROM outbox c
+			WHERE c.ctid = ANY (v_rows)
+			  AND coalesce(c.status, '') = 'pending'
+			  AND NOT coalesce(c.held, false)
+			  AND c.available_at <= now()
+			FOR UPDATE SKIP LOCKED))
+		RETURNING o.id, o.event_type, o.ordering_key, o.payload::text,
+		    o.attempts, o.created_at, o.destination, o.headers::text, o.replay;
+		GET DIAGNOSTICS v_n = ROW_COUNT;
+		v_got := v_got + v_n;
+		v_round := v_round + 1;
+		EXIT WHEN v_n = cardinality(v_rows) OR v_got >= p_limit OR
+		    v_round >= 5;
+	END LOOP;
 END;
 $$;
 
