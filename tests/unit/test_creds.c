@@ -139,7 +139,7 @@ test_profile(void **state)
 	memset(&c, 0, sizeof c);
 	env_clear();
 	put(cred_path, "# comment\n[other]\naws_access_key_id = O\n"
-	    "aws_secret_access_key = OS\n");
+	    "aws_secret_access_key = other-secret-9f3c\n");
 	put(conf_path, "[default]\nregion = eu-north-1\n"
 	    "[profile proc]\ncredential_process = /bin/echo '{}'\n"
 	    "region = ap-east-1\ns3 =\n  max_concurrent_requests = 2\n"
@@ -180,7 +180,7 @@ test_profile(void **state)
 	assert_string_equal(p.role_arn, "arn:aws:iam::1:role/r");
 	assert_string_equal(p.source_profile, "other");
 	assert_string_equal(p.access_key_id, "O");
-	assert_string_equal(p.secret_access_key, "OS");
+	assert_string_equal(p.secret_access_key, "other-secret-9f3c");
 	assert_string_equal(p.external_id, "ext-1");
 	assert_string_equal(p.path, cred_path);
 	assert_string_equal(p.region, "eu-west-1");
@@ -188,7 +188,7 @@ test_profile(void **state)
 	creds_plan_describe(&p, err, sizeof err);
 	assert_non_null(strstr(err, "STS AssumeRole, role "
 	    "arn:aws:iam::1:role/r, source profile other"));
-	assert_null(strstr(err, "OS"));
+	assert_null(strstr(err, "other-secret-9f3c"));
 	creds_plan_clear(&p);
 	/* role_arn + web_identity_token_file */
 	c.aws.profile = "web";
