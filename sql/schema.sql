@@ -576,8 +576,15 @@ BEGIN
 		-- Step 1: heads in id order.  A key another relay is claiming right
 		-- now (its advisory lock is taken) is skipped and the scan goes on,
 		-- so relays claiming at the same moment take different rows.  The
-		-- scan reads at most 4 x p_limit heads: room to step over what three
-		-- other relays are claiming at that instant.
+		-- scan reads at most 1,000 heads more than it wants: room to step
+		-- over what other relays are claiming at that instant (three
+		-- claims of the default 100, and the heads of claims that
+		-- committed after this scan's snapshot), whatever this claim's own
+		-- limit.  A window of 4 x the limit was too small for a relay
+		-- topping up its last 20 rows of room: the others' 300 locked
+		-- heads filled it, the claim came back empty and the relay
+		-- waited for its poll with a backlog due.  Skipping a head costs a
+		-- probe and a lock attempt; free heads end the scan early.
 		--
 		-- The plan must not depend on the statistics: right after a backlog
 		-- lands (a broker outage, a bulk insert) they still describe a small
@@ -600,7 +607,7 @@ BEGIN
 					    (coalesce(o.commit_seq, 0), o.id)))
 					OFFSET 0)
 				ORDER BY o.id
-				LIMIT 4 * v_want
+				LIMIT v_want + 1000
 			LOOP
 				CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026,
 				    hashtext(v_key));
@@ -650,7 +657,7 @@ BEGIN
 						    (coalesce(o.commit_seq, 0), o.id)))
 						OFFSET 0)
 					ORDER BY o.id
-					LIMIT 4 * v_want) x
+					LIMIT v_want + 1000) x
 					UNION ALL
 					(SELECT o.ctid, o.ordering_key, o.id FROM outbox o
 					WHERE (p_default IS NULL OR
@@ -670,9 +677,9 @@ BEGIN
 						    (coalesce(o.commit_seq, 0), o.id)))
 						OFFSET 0)
 					ORDER BY o.id
-					LIMIT 4 * v_want)) c
+					LIMIT v_want + 1000)) c
 				ORDER BY c.id
-				LIMIT 4 * v_want
+				LIMIT v_want + 1000
 			LOOP
 				CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026,
 				    hashtext(v_key));

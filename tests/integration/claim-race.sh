@@ -74,3 +74,33 @@ check_eq "B has the next 100, none of A's" "100 101-200" \
 check_eq "the last 100 are still unclaimed" 100 \
 	"$(sql "SELECT count(*) FROM outbox WHERE claim IS NULL
 		AND first_claimed_at IS NULL")"
+
+# A small claim behind many heads other relays are claiming: a relay tops
+# up its last rows of room (a limit of 20) while three others hold the
+# advisory locks of 300 heads.  With a scan window of 4 x the limit it saw
+# only locked heads and came back empty; the relay then waited for its
+# poll with the backlog due.
+sql "TRUNCATE outbox"
+sql "INSERT INTO outbox (event_type, ordering_key, payload)
+	SELECT 'test.race', 'key-' || g, jsonb_build_object('n', g)
+	FROM generate_series(1, 400) g"
+mkfifo "$T_DIR/locks.in"
+psql -X -v ON_ERROR_STOP=1 -qAt <"$T_DIR/locks.in" >"$T_DIR/locks.out" 2>&1 &
+locks_pid=$!
+exec 4>"$T_DIR/locks.in"
+on_exit "kill $locks_pid 2>/dev/null || true"
+echo "BEGIN; SELECT count(*) FROM (SELECT pg_advisory_xact_lock(2026,
+	hashtext('key-' || g)) FROM generate_series(1, 300) g) l;" >&4
+locks_held() {
+	[ "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+		AND classid = 2026 AND granted")" = 300 ]
+}
+wait_until 10 "300 heads locked" locks_held || die "the lock session took no locks"
+check_eq "a claim of 20 behind 300 heads being claimed brings 20 rows" 20 \
+	"$(sql "SELECT count(*) FROM outbox_claim(3, 60000, 20, 'default', '{}')")"
+check_eq "the claim took the first free heads" "20 301-320" \
+	"$(sql "SELECT count(*) || ' ' || min((payload->>'n')::int) || '-' ||
+		max((payload->>'n')::int) FROM outbox WHERE claim = 3")"
+echo "COMMIT;" >&4
+exec 4>&-
+wait "$locks_pid" || true
