@@ -30,13 +30,28 @@ BEGIN
 END;
 \$\$"
 
+# A session that runs what it is sent while the test goes on (psql reading
+# a FIFO): session_open NAME, session_send NAME SQL, session_close NAME.
+declare -A S_FD S_PID
+session_open() {
+	local fd
+	mkfifo "$T_DIR/$1.in"
+	psql -X -v ON_ERROR_STOP=1 -qAt <"$T_DIR/$1.in" >"$T_DIR/$1.out" 2>&1 &
+	S_PID[$1]=$!
+	exec {fd}>"$T_DIR/$1.in"
+	S_FD[$1]=$fd
+	on_exit "kill ${S_PID[$1]} 2>/dev/null || true"
+}
+session_send() { echo "$2" >&"${S_FD[$1]}"; }
+session_close() {
+	local fd=${S_FD[$1]}
+	exec {fd}>&-
+	wait "${S_PID[$1]}" || true
+}
+
 # The gate: a session that holds lock 4242 until told to let go.
-mkfifo "$T_DIR/gate.in"
-psql -X -v ON_ERROR_STOP=1 -qAt <"$T_DIR/gate.in" >"$T_DIR/gate.out" 2>&1 &
-gate_pid=$!
-exec 3>"$T_DIR/gate.in"
-on_exit "kill $gate_pid 2>/dev/null || true"
-echo "SELECT pg_advisory_lock(4242);" >&3
+session_open gate
+session_send gate "SELECT pg_advisory_lock(4242);"
 gate_held() {
 	[ "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
 		AND objid = 4242 AND granted")" = 1 ]
@@ -58,10 +73,9 @@ wait_until 10 "claim B at the gate" b_waiting || die "claim B never reached the 
 check_eq "claim A takes 100 rows" 100 \
 	"$(sql "SELECT count(*) FROM outbox_claim(1, 60000, 100, 'default', '{}')")"
 
-echo "SELECT pg_advisory_unlock(4242);" >&3
-exec 3>&-
+session_send gate "SELECT pg_advisory_unlock(4242);"
+session_close gate
 wait "$b_pid" || { cat "$T_DIR/b.out" >&2; die "claim B failed"; }
-wait "$gate_pid" || true
 
 check_eq "claim B, which lost its candidates to A, still brings 100 rows" 100 \
 	"$(cat "$T_DIR/b.out")"
@@ -84,13 +98,9 @@ sql "TRUNCATE outbox"
 sql "INSERT INTO outbox (event_type, ordering_key, payload)
 	SELECT 'test.race', 'key-' || g, jsonb_build_object('n', g)
 	FROM generate_series(1, 400) g"
-mkfifo "$T_DIR/locks.in"
-psql -X -v ON_ERROR_STOP=1 -qAt <"$T_DIR/locks.in" >"$T_DIR/locks.out" 2>&1 &
-locks_pid=$!
-exec 4>"$T_DIR/locks.in"
-on_exit "kill $locks_pid 2>/dev/null || true"
-echo "BEGIN; SELECT count(*) FROM (SELECT pg_advisory_xact_lock(2026,
-	hashtext('key-' || g)) FROM generate_series(1, 300) g) l;" >&4
+session_open locks
+session_send locks "BEGIN; SELECT count(*) FROM (SELECT pg_advisory_xact_lock(2026,
+	hashtext('key-' || g)) FROM generate_series(1, 300) g) l;"
 locks_held() {
 	[ "$(sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
 		AND classid = 2026 AND granted")" = 300 ]
@@ -101,6 +111,5 @@ check_eq "a claim of 20 behind 300 heads being claimed brings 20 rows" 20 \
 check_eq "the claim took the first free heads" "20 301-320" \
 	"$(sql "SELECT count(*) || ' ' || min((payload->>'n')::int) || '-' ||
 		max((payload->>'n')::int) FROM outbox WHERE claim = 3")"
-echo "COMMIT;" >&4
-exec 4>&-
-wait "$locks_pid" || true
+session_send locks "COMMIT;"
+session_close locks
