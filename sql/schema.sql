@@ -565,6 +565,7 @@ DECLARE
 	v_key	text;
 	v_skip	text[];
 	v_want	integer;
+	v_window	integer;
 	v_got	integer := 0;
 	v_n	integer;
 	v_round	integer := 0;
@@ -588,6 +589,7 @@ BEGIN
 	LOOP
 		v_rows := '{}';
 		v_want := p_limit - v_got;
+		v_window := v_want + 1000;
 		-- Step 1: heads in id order.  A key another relay is claiming right
 		-- now (its advisory lock is taken) is skipped and the scan goes on,
 		-- so relays claiming at the same moment take different rows.  The
@@ -622,7 +624,7 @@ BEGIN
 					    (coalesce(o.commit_seq, 0), o.id)))
 					OFFSET 0)
 				ORDER BY o.id
-				LIMIT v_want + 1000
+				LIMIT v_window
 			LOOP
 				CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026,
 				    hashtext(v_key));
@@ -672,7 +674,7 @@ BEGIN
 						    (coalesce(o.commit_seq, 0), o.id)))
 						OFFSET 0)
 					ORDER BY o.id
-					LIMIT v_want + 1000) x
+					LIMIT v_window) x
 					UNION ALL
 					(SELECT o.ctid, o.ordering_key, o.id FROM outbox o
 					WHERE (p_default IS NULL OR
@@ -692,9 +694,9 @@ BEGIN
 						    (coalesce(o.commit_seq, 0), o.id)))
 						OFFSET 0)
 					ORDER BY o.id
-					LIMIT v_want + 1000)) c
+					LIMIT v_window)) c
 				ORDER BY c.id
-				LIMIT v_want + 1000
+				LIMIT v_window
 			LOOP
 				CONTINUE WHEN NOT pg_try_advisory_xact_lock(2026,
 				    hashtext(v_key));
