@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # profile.sh -- where the time goes for B1, B2 and B3 (bench/README.md "Profiling notes").
 #
-#   bench/profile.sh [--out DIR] [--no-callgrind] [--no-b3] [--only-b3] [--wal]
+#   bench/profile.sh [--out DIR] [--no-callgrind] [--no-b3] [--only-b3] [--wal] [--multi]
 #
 # About 10 minutes in all on the 2-core machine; --only-b3 runs step 3 alone (about 1 minute),
 # on a fresh stack, as the first thing after it comes up.
@@ -24,13 +24,16 @@
 #    synchronous_commit = on, as run.sh --only wal): B1 full chain to SQS and to the 204 sink,
 #    B2 (1 relay) to both, each in both modes, labels ending -table and -wal.  cpu.jsonl then
 #    also splits outboxd by worker kind and PostgreSQL's walsender out (lib/cpu.sh).
+# --multi: step 1's B2 only, SQS alone beside three destinations (issue 26: the rows in turn
+#    to SQS, an SNS topic on fauxqs and the 204 sink, as run.sh's "sqs + sns + http"), 1 and
+#    4 relays each: labels b2-sqs-Nrelay and b2-multi-Nrelay.
 # Exits non-zero when a step's run or split failed.
 # Brings up its own stack (tests/lib/stack.sh) and nginx sink; OUTBOXD_BIN as in run.sh.
 # Needs the workload folder: uses the vendored bench/workloads (npm ci in a scratch copy).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BENCH=$ROOT/bench
-OUT= CG=1 B3=1 SPLIT=1 WAL=0 tp= failed=0
+OUT= CG=1 B3=1 SPLIT=1 WAL=0 MULTI=0 tp= failed=0
 while [ $# -gt 0 ]; do
   case $1 in
   --out) OUT=${2:?--out needs a folder}; shift ;;
@@ -38,6 +41,7 @@ while [ $# -gt 0 ]; do
   --no-b3) B3=0 ;;
   --only-b3) SPLIT=0 CG=0 ;;
   --wal) WAL=1 CG=0 B3=0 ;;
+  --multi) MULTI=1 CG=0 B3=0 ;;
   *) echo "profile.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -191,6 +195,18 @@ if [ $SPLIT = 1 ] && [ $WAL = 1 ]; then
     done
   done
   OB_RELAY_MODE=table SPLIT=0
+fi
+if [ $SPLIT = 1 ] && [ $MULTI = 1 ]; then
+  OB_SNS_TOPIC=$(/usr/bin/python3 "$ROOT/tests/lib/sns-setup.py" --endpoint "$OB_SQS_ENDPOINT" \
+    topic bench-events) || die "CreateTopic bench-events failed"
+  export OB_SNS_TOPIC
+  for cfg in "sqs 1" "multi 1" "sqs 4" "multi 4"; do
+    set -- $cfg
+    say "CPU split: B2 $1, $2 relay(s)"
+    # the adapter's B2 rows (B2_INSERT_SQL) follow OB_SINK: loaded again for each
+    (export OB_SINK=$1; load_impl; impl_reset >/dev/null; b2_split "b2-$1-$2relay" "$2")
+  done
+  SPLIT=0
 fi
 if [ $SPLIT = 1 ]; then
   say "CPU split: B1 ingest only"

@@ -196,6 +196,26 @@ jq -cn --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg commit "$commit" --argj
   '{bench:"meta",date:$date,commit:$commit,modified_files:$dirty,loadavg_start:$load,cpus:$cpus,sched_autogroup:$autogroup,reps:$reps,quick:($quick==1),outboxd_bin:$bin,peers:($peers==1),postgresql:$pg}' >"$OUT/meta.jsonl"
 say "results in $OUT (commit ${commit:0:12}, load $(cut -d' ' -f1-3 /proc/loadavg))"
 
+# ---- the emulators, warmed --------------------------------------------------------------
+# fauxqs and dynalite are Node.js processes: their first tens of thousands of requests run
+# before V8 has compiled their hot paths (fauxqs spends about twice the CPU a message on a
+# fresh stack, bench/README.md), and the peers, measured after outboxd, always meet them
+# warm.  So before the first workload the peers' lean C client (emu-raw.sh: wrk, 16
+# connections) drives each for a few seconds, against queues and a table of its own;
+# nothing of it is recorded.
+EMU_KIT=
+if [ -x "$WL/emu-raw.sh" ]; then EMU_KIT=$WL
+elif [ -x "$PEERS_DIR/bench/emu-raw.sh" ]; then
+  cp -r "$PEERS_DIR/bench" "$SCRATCH/emu" && chmod -R u+w "$SCRATCH/emu" && npm_ci "$SCRATCH/emu" &&
+    EMU_KIT=$SCRATCH/emu
+fi
+if [ -n "$EMU_KIT" ]; then
+  say "emulators: warm-up (wrk, 4 s a request type, not recorded)"
+  (cd "$EMU_KIT" && EMU_DUR=4 RESULTS_FILE=/dev/null ./emu-raw.sh wrk >/dev/null) || die "emulator warm-up failed"
+else
+  say "emulators: no warm-up (no peers' kit at $PEERS_DIR): the first workloads meet them cold"
+fi
+
 # ---- outboxd -----------------------------------------------------------------------------
 ob() { (cd "$WL" && IMPL=$WL/impl/outboxd.sh RESULTS_FILE=$OUT/outboxd.jsonl "$@"); }
 ob_do() { ob bash -c "source lib.sh; load_impl; $*"; }
@@ -362,10 +382,9 @@ if want wal; then
   ob_do impl_down >/dev/null
   # the SQS emulator's raw ceiling in the same run (the peers' emu-raw.sh; a full run with
   # the peers measures it at its end anyway)
-  if [ $PEERS = 0 ] && [ -x "$PEERS_DIR/bench/emu-raw.sh" ]; then
+  if [ $PEERS = 0 ] && [ -n "$EMU_KIT" ]; then
     say "emulators: raw ceilings with the lean C client (wrk)"
-    cp -r "$PEERS_DIR/bench" "$SCRATCH/emu" && chmod -R u+w "$SCRATCH/emu" && npm_ci "$SCRATCH/emu" &&
-      (cd "$SCRATCH/emu" && EMU_DUR=5 RESULTS_FILE=$OUT/emulators.jsonl ./emu-raw.sh wrk >/dev/null) ||
+    (cd "$EMU_KIT" && EMU_DUR=5 RESULTS_FILE=$OUT/emulators.jsonl ./emu-raw.sh wrk >/dev/null) ||
       say "emu-raw.sh failed"
   fi
 fi
