@@ -276,29 +276,21 @@ CREATE SEQUENCE IF NOT EXISTS outbox_commit_seq;
 --     index, and no claim steps over the rest one by one.  That row is
 --     seen by nobody until this commit, so the mark that sends it, which
 --     releases the next held row, is certain to see this one;
---   - by the stamp, behind a row of its key and destination that is
---     stamped (so ahead of this row, the newest, in the claims' order;
---     this transaction's later rows, held at their INSERT by
---     outbox_hold_run() and not stamped yet, are behind it), unsent and
---     not in flight: held, failed, or pending without a claim (not taken
---     yet, or backing off).  Rows that keep coming, one transaction each,
---     behind a head that has not been published yet never enter the
---     claims' index, so when that head fails no claim has to step over
---     them one by one, nor its dead letter hold them all in one UPDATE.
---     That row is locked (FOR SHARE) first, so that whatever claims,
---     releases, redrives or deletes it waits for this commit and then
---     sees this row held behind it: the mark that sends it (after a claim
---     that waited) releases this one.  A row being changed right now
---     (SKIP LOCKED), or in flight (its mark may already be running, with
---     a snapshot that cannot see this row), leaves this row unheld.
--- The lookup reads outbox_key_idx from the key's first unsent row: a
--- fresh key costs one probe that finds the row itself, a hot key stops
--- at its head or at the row behind a head in flight.  Only that ordered
--- index scan stops there: a bitmap scan (the generic plan's choice once
--- the table has statistics) reads every unsent row of the key first, and
--- a sequential scan the table, so both are off.  The second rule is left
--- out for writers in REPEATABLE READ or SERIALIZABLE: their lock on a row
--- changed since their snapshot would fail their commit.
+--   - by the stamp, behind a held or a failed row of its key and destination, stamped
+--     (so ahead of this row, the newest, in the claims' order; this
+--     transaction's later rows, held at their INSERT by outbox_hold_run()
+--     and not stamped yet, are behind it): the key is hot (its head failed
+--     or backs off), and rows that keep coming join the held ones instead
+--     of being stepped over by every claim.  That row is locked (FOR
+--     SHARE) first, so that whatever releases, redrives or deletes it
+--     waits for this commit and then sees this row held behind it, and
+--     nothing releases this one before it; a row being changed right now
+--     (SKIP LOCKED) leaves this row unheld.
+-- The lookup reads outbox_held_idx, which has only the held and failed
+-- rows: a fresh key costs one probe of a nearly empty index, never a
+-- walk of its key's unsent rows.  The second rule is left out for
+-- writers in REPEATABLE READ or SERIALIZABLE: their lock on a row
+-- released since their snapshot would fail their commit.
 -- Nothing is held that no mark or redrive would release, but for rows
 -- whose row ahead is deleted or re-keyed (by hand, or by the transaction
 -- that wrote them): the retention pass of relay 1, a minute apart,
@@ -306,10 +298,7 @@ CREATE SEQUENCE IF NOT EXISTS outbox_commit_seq;
 -- slower, never out of order (outbox_claim()'s NOT EXISTS keeps the
 -- order either way).
 CREATE OR REPLACE FUNCTION outbox_stamp() RETURNS trigger
-LANGUAGE plpgsql
-SET enable_bitmapscan = off
-SET enable_seqscan = off
-AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
 	v_held	boolean := NEW.held;	-- outbox_hold_run()'s answer
 	v_id	bigint;
@@ -321,16 +310,14 @@ BEGIN
 	IF NOT v_held AND
 	    current_setting('transaction_isolation') = 'read committed' THEN
 		SELECT p.id INTO v_id FROM outbox p
-		WHERE p.ordering_key = NEW.ordering_key
-		  AND p.status <> 'sent' AND p.id <> NEW.id
-		  AND (p.held OR p.status = 'failed' OR p.claim IS NULL)
+		WHERE (p.held OR p.status = 'failed')
+		  AND p.ordering_key = NEW.ordering_key
 		  AND coalesce(p.commit_seq, 0) > 0
 		  AND p.destination IS NOT DISTINCT FROM NEW.destination
 		LIMIT 1;
 		IF v_id IS NOT NULL THEN
 			PERFORM 1 FROM outbox p WHERE p.id = v_id
-			  AND p.status <> 'sent'
-			  AND (p.held OR p.status = 'failed' OR p.claim IS NULL)
+			  AND (p.held OR p.status = 'failed')
 			FOR SHARE SKIP LOCKED;
 			v_held := FOUND;
 		END IF;
@@ -397,10 +384,8 @@ CREATE INDEX IF NOT EXISTS outbox_ready_dest_idx
 
 -- The held rows of a key in the claims' order, to release the next one
 -- when its head is sent (and, for retention, those whose head is gone);
--- and the failed ones, a key's dead-lettered heads.  (The first releases
--- had the held rows only; the next ones' outbox_stamp() looked the failed
--- ones up here.  They stay, so that an upgrade does not build the index
--- again.)
+-- and the failed ones, so that outbox_stamp() finds whether a key is hot
+-- with one probe.  (Earlier releases had the held rows only.)
 DO $$
 BEGIN
 	IF EXISTS (SELECT 1 FROM pg_index i

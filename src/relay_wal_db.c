@@ -59,9 +59,9 @@ static int	relay_wal_db_ready(struct relay_wal *);
  * not (deleted since).  A row seen but no longer pending (marked by
  * table mode meanwhile) is left as it is.  The rows of a key sent here
  * release the next row held behind the last of them (outbox.held: the
- * stamp holds rows behind a row of their key not in flight), as table
- * mode's mark does, so that a switch to table mode finds none held with
- * nothing left to release it.
+ * stamp holds a transaction's later rows of a key), as table mode's mark
+ * does, so that a switch to table mode finds none held with nothing left
+ * to release it.
  */
 static const char relay_wal_record_sql[] =
 	"WITH d AS (SELECT * FROM jsonb_to_recordset($1::jsonb) "
