@@ -18,7 +18,10 @@
 #      the transaction);
 #   5. a REPEATABLE READ writer whose snapshot predates the release of
 #      the held row ahead commits (no lock on that row: its row is left
-#      unheld).
+#      unheld);
+#   6. a stream of one-row transactions into an outbox the planner knows
+#      is empty (truncated, vacuumed): the stamps read no row by a
+#      sequential scan.
 . "$(dirname "$0")/../lib/common.sh"
 test_init
 stack_up
@@ -148,3 +151,17 @@ sql "UPDATE outbox SET held = false WHERE payload->>'tag' = 'rr2'" >/dev/null
 rr_rc=0; wait "$rr" || rr_rc=$?
 check_eq "5: the REPEATABLE READ writer committed (exit status; $(tr '\n' ' ' <"$T_DIR/rr.out"))" 0 "$rr_rc"
 check_eq "5: its row, not held" "rr3=false" "$(held_of rr3)"
+
+# ---- 6 --------------------------------------------------------------------------------
+sql "TRUNCATE outbox" >/dev/null
+sql "VACUUM ANALYZE outbox" >/dev/null
+seq_read() { sql "SELECT pg_stat_clear_snapshot()" >/dev/null; sql "SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'outbox'"; }
+s0=$(seq_read)
+sql "DO \$\$ BEGIN FOR g IN 1..2000 LOOP
+	INSERT INTO outbox (event_type, ordering_key, payload) VALUES ('test.held', 'stream', '{}');
+	COMMIT; END LOOP; END \$\$"
+sleep 1	# the DO's session has ended and flushed its counters
+s1=$(seq_read)
+say "2,000 stamps into an outbox known to be empty: $((s1 - s0)) rows read by sequential scans"
+check "6: the stamps of 2,000 one-row transactions read no row by a sequential scan ($((s1 - s0)))" \
+	[ "$((s1 - s0))" -le 100 ]
