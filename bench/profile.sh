@@ -103,6 +103,19 @@ wal_result() { # LABEL A B
   echo "{\"bench\":\"wal-io\",\"label\":\"$1\",\"wal_records\":$((b[0] - a[0])),\"wal_bytes\":$((b[1] - a[1])),\"wal_syncs\":$((b[2] - a[2])),\"wal_sync_ms\":$(awk -v x="${a[3]}" -v y="${b[3]}" 'BEGIN { printf "%.0f", y - x }')}" |
     tee -a "$OUT/cpu.jsonl" >&2
 }
+# Index entries the claims read (B2): outbox_ready_idx (the claims' scan; a row in flight
+# stays in it until its mark) and outbox_key_idx (each head's NOT EXISTS), between the two
+# snapshots; the statistics collector is read after pg_stat_clear_snapshot().
+idx_snap() { psql -qAtX -F' ' "$DATABASE_URL" -c "SELECT pg_stat_clear_snapshot()" -c "SELECT
+  sum(idx_tup_read) FILTER (WHERE indexrelname = 'outbox_ready_idx'),
+  sum(idx_tup_read) FILTER (WHERE indexrelname = 'outbox_key_idx')
+  FROM pg_stat_user_indexes WHERE relname = 'outbox'" | tail -1 >"$1"; }
+idx_result() { # LABEL A B EVENTS
+  local a b
+  read -r -a a <"$2"; read -r -a b <"$3"
+  echo "{\"bench\":\"idx-reads\",\"label\":\"$1\",\"ready_idx_read\":$((b[0] - a[0])),\"key_idx_read\":$((b[1] - a[1])),\"ready_idx_per_event\":$(awk -v x=$((b[0] - a[0])) -v n="$4" 'BEGIN { printf "%.1f", x / n }')}" |
+    tee -a "$OUT/cpu.jsonl" >&2
+}
 pgss_reset() { psql -qAtX "$DATABASE_URL" -c "SELECT pg_stat_statements_reset()" >/dev/null; }
 pgss_dump() { # LABEL: where PostgreSQL spent its time, by statement (nested ones included)
   psql -X "$DATABASE_URL" -c "SELECT calls, round(total_exec_time::numeric) AS exec_ms,
@@ -135,16 +148,17 @@ b1_split() { # LABEL
 # snapshot is taken.  Written 20,000 a transaction: the schema's commit stamp takes a lock
 # per key, and 100,000 in one transaction overflow PostgreSQL's lock table.
 b2_split() { # LABEL RELAYS
-  local p n=100000
+  local p p0 n=100000
   impl_relays_stop; impl_consumers_stop
   for _ in 1 2 3 4 5; do sql -v n=$((n / 5)) <<<"$B2_INSERT_SQL" >/dev/null; done
   impl_relays_start "$2"; sleep 0.5
-  cpu_snap "$SCRATCH/a"; pgss_reset; wal_snap "$SCRATCH/wa"
+  cpu_snap "$SCRATCH/a"; pgss_reset; wal_snap "$SCRATCH/wa"; idx_snap "$SCRATCH/ia"; p0=$(sql -c "$OUTBOX_PENDING_SQL")
   for _ in $(seq 1200); do
     p=$(sql -c "$OUTBOX_PENDING_SQL"); [ "$p" -le $((n / 5)) ] && break; sleep 0.1
   done
-  cpu_snap "$SCRATCH/b"; wal_snap "$SCRATCH/wb"; pgss_dump "$1"
+  cpu_snap "$SCRATCH/b"; wal_snap "$SCRATCH/wb"; idx_snap "$SCRATCH/ib"; pgss_dump "$1"
   cpu_result "$1 events=$((n - p))" "$SCRATCH/a" "$SCRATCH/b"
+  idx_result "$1" "$SCRATCH/ia" "$SCRATCH/ib" $((p0 - p))
   wal_result "$1 events=$((n - p))" "$SCRATCH/wa" "$SCRATCH/wb"
   impl_relays_stop
 }
