@@ -157,9 +157,10 @@ b2_split() { # LABEL RELAYS
     p=$(sql -c "$OUTBOX_PENDING_SQL"); [ "$p" -le $((n / 5)) ] && break; sleep 0.1
   done
   cpu_snap "$SCRATCH/b"; wal_snap "$SCRATCH/wb"; idx_snap "$SCRATCH/ib"; pgss_dump "$1"
-  cpu_result "$1 events=$((n - p))" "$SCRATCH/a" "$SCRATCH/b"
+  # the rows sent between the two snapshots, the window every figure covers
+  cpu_result "$1 events=$((p0 - p))" "$SCRATCH/a" "$SCRATCH/b"
   idx_result "$1" "$SCRATCH/ia" "$SCRATCH/ib" $((p0 - p))
-  wal_result "$1 events=$((n - p))" "$SCRATCH/wa" "$SCRATCH/wb"
+  wal_result "$1 events=$((p0 - p))" "$SCRATCH/wa" "$SCRATCH/wb"
   impl_relays_stop
 }
 
