@@ -275,7 +275,10 @@ CREATE SEQUENCE IF NOT EXISTS outbox_commit_seq;
 --     (a batch job, an import) puts only its first row in the claims'
 --     index, and no claim steps over the rest one by one.  That row is
 --     seen by nobody until this commit, so the mark that sends it, which
---     releases the next held row, is certain to see this one;
+--     releases the next held row, is certain to see this one.  It must
+--     exist: an INSERT that ran the trigger may not have written its row
+--     (ON CONFLICT DO NOTHING, or a later BEFORE trigger that returned
+--     NULL), and nothing would release the rows held behind it;
 --   - by the stamp, behind a held or a failed row of its key and destination, stamped
 --     (so ahead of this row, the newest, in the claims' order; this
 --     transaction's later rows, held at their INSERT by outbox_hold_run()
@@ -348,18 +351,37 @@ CREATE CONSTRAINT TRIGGER outbox_stamp AFTER INSERT ON outbox
 -- rows go straight into outbox_held_idx.  Held only at the commit, each
 -- would have left a dead entry in outbox_ready_idx that every claim steps
 -- over until a vacuum (100,000 of them: the first claim 77 ms, the next
--- ones ~1.5 ms more each).  The last row's key and destination are kept
--- in outboxd.insert_last, unambiguously (a destination has no ':').
+-- ones ~1.5 ms more each).  outboxd.insert_last keeps the id of the run's
+-- first row, then its key and destination, unambiguously (an id has no
+-- '/', a destination no ':').  The second row of a run is held only if
+-- that row was written (earlier rows of the same INSERT are visible to its
+-- BEFORE trigger), is not sent, and is not stamped: its transaction's own,
+-- not another's that has the id (which an INSERT with OVERRIDING SYSTEM
+-- VALUE and ON CONFLICT DO NOTHING can meet).  Once found, the id is
+-- dropped from the setting and the run's later rows are held with no
+-- lookup.
 CREATE OR REPLACE FUNCTION outbox_hold_run() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
 	v_me	text := length(NEW.ordering_key) || ':' || NEW.ordering_key ||
 		    coalesce(NEW.destination, '');
+	v_last	text := current_setting('outboxd.insert_last', true);
+	v_at	integer := strpos(v_last, '/');
 BEGIN
-	IF current_setting('outboxd.insert_last', true) = v_me THEN
-		NEW.held := true;
-	ELSE
-		PERFORM set_config('outboxd.insert_last', v_me, true);
+	IF v_at = 1 AND substr(v_last, 2) = v_me THEN
+		NEW.held := true;	-- the run's first row was found
+	ELSIF v_at > 1 AND substr(v_last, v_at + 1) = v_me THEN
+		NEW.held := EXISTS (SELECT 1 FROM outbox p
+		    WHERE p.id = left(v_last, v_at - 1)::bigint
+		      AND p.status <> 'sent' AND p.commit_seq IS NULL);
+		IF NEW.held THEN
+			PERFORM set_config('outboxd.insert_last',
+			    substr(v_last, v_at), true);
+		END IF;
+	END IF;
+	IF NOT NEW.held THEN
+		PERFORM set_config('outboxd.insert_last', NEW.id || '/' || v_me,
+		    true);
 	END IF;
 	RETURN NEW;
 END;

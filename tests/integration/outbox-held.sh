@@ -21,7 +21,10 @@
 #      unheld);
 #   6. a stream of one-row transactions into an outbox the planner knows
 #      is empty (truncated, vacuumed): the stamps read no row by a
-#      sequential scan.
+#      sequential scan;
+#   7. a run whose first row its INSERT did not write (ON CONFLICT DO
+#      NOTHING, a BEFORE trigger that returned NULL): the next row is not
+#      held behind it, and a claim takes it.
 . "$(dirname "$0")/../lib/common.sh"
 test_init
 stack_up
@@ -165,3 +168,31 @@ s1=$(seq_read)
 say "2,000 stamps into an outbox known to be empty: $((s1 - s0)) rows read by sequential scans"
 check "6: the stamps of 2,000 one-row transactions read no row by a sequential scan ($((s1 - s0)))" \
 	[ "$((s1 - s0))" -le 100 ]
+
+# ---- 7 --------------------------------------------------------------------------------
+# A run's first row that its INSERT did not write: nothing ahead, so nothing
+# would release the next one, had it been held.
+sql "TRUNCATE outbox" >/dev/null
+sql "CREATE UNIQUE INDEX held_test_tag ON outbox ((payload->>'tag'))" >/dev/null
+sql "CREATE FUNCTION held_test_drop() RETURNS trigger LANGUAGE plpgsql AS
+	\$\$ BEGIN RETURN CASE WHEN NEW.payload->>'tag' = 'v1' THEN NULL ELSE NEW END; END \$\$" >/dev/null
+sql "CREATE TRIGGER zz_held_test_drop BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION held_test_drop()" >/dev/null
+sql "$(ins s s0)" >/dev/null
+sql "UPDATE outbox SET status = 'sent' WHERE payload->>'tag' = 's0'" >/dev/null
+psql -X -v ON_ERROR_STOP=1 -q <<SQL
+BEGIN;
+INSERT INTO outbox (event_type, ordering_key, payload) VALUES ('test.held', 's', '{"tag": "s0"}')
+	ON CONFLICT DO NOTHING;
+$(ins s s1) $(ins s s2)
+INSERT INTO outbox (event_type, ordering_key, payload) VALUES
+	('test.held', 't', '{"tag": "s0"}'), ('test.held', 't', '{"tag": "t1"}'),
+	('test.held', 't', '{"tag": "t2"}') ON CONFLICT DO NOTHING;
+$(ins v v1) $(ins v v2) $(ins v v3)
+COMMIT;
+SQL
+check_eq "7: behind a row ON CONFLICT DO NOTHING skipped, or a BEFORE trigger dropped: not held; the next one held" \
+	"s1=false s2=true t1=false t2=true v2=false v3=true" "$(held_of s1 s2 t1 t2 v2 v3)"
+claimed=$(sql "SELECT string_agg(payload::jsonb->>'tag', ' ' ORDER BY id)
+	FROM outbox_claim(7, 30000, 10, NULL, NULL)")
+check_eq "7: the claim takes them, one a key" "s1 t1 v2" "$claimed"
+sql "DROP TRIGGER zz_held_test_drop ON outbox; DROP FUNCTION held_test_drop(); DROP INDEX held_test_tag" >/dev/null
