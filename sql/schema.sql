@@ -50,19 +50,35 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS destination text;
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS headers jsonb;
 -- A destination is a name outbox.conf can give one (conf_dest.c: 1 to 64
 -- of A-Z a-z 0-9 _ . -): any other text can never be delivered, so it is
--- refused at the INSERT, in the writer's transaction.  NOT VALID: rows of
--- an existing database are not checked (they fail at their claim, as
--- before, naming the destination).
-DO $$
+-- refused at the INSERT, in the writer's transaction.  A trigger, not a
+-- CHECK constraint: PostgreSQL's error for a CHECK shows the whole
+-- failing row, headers and payload included, to the client and in the
+-- server's log.  The WHEN clause is tested on the row, so a good name
+-- calls no function.  Rows of an existing database are not checked (they
+-- fail at their claim, as before, naming the destination).
+CREATE OR REPLACE FUNCTION outbox_check_destination() RETURNS trigger
+LANGUAGE plpgsql AS $$
 BEGIN
-	IF NOT EXISTS (SELECT 1 FROM pg_constraint
-	    WHERE conname = 'outbox_destination_name'
-	      AND conrelid = 'outbox'::regclass) THEN
-		ALTER TABLE outbox ADD CONSTRAINT outbox_destination_name
-		    CHECK (destination ~ '^[A-Za-z0-9_.-]{1,64}$') NOT VALID;
-	END IF;
+	RAISE EXCEPTION USING ERRCODE = 'check_violation',
+	    MESSAGE = format('outbox.destination: %s is not a destination '
+		'name (1 to 64 of A-Z a-z 0-9 _ . -)',
+		to_json(left(NEW.destination, 64))::text ||
+		CASE WHEN length(NEW.destination) > 64 THEN '...' ELSE '' END),
+	    DETAIL = format('outbox row id %s, event_type %s', NEW.id,
+		coalesce(to_json(NEW.event_type)::text, 'NULL')),
+	    HINT = 'The rule is in outbox(7), destination.',
+	    TABLE = 'outbox', COLUMN = 'destination';
 END;
 $$;
+
+DROP TRIGGER IF EXISTS outbox_check_destination ON outbox;
+CREATE TRIGGER outbox_check_destination
+	BEFORE INSERT OR UPDATE OF destination ON outbox
+	FOR EACH ROW
+	WHEN (NEW.destination !~ '^[A-Za-z0-9_.-]{1,64}$')
+	EXECUTE FUNCTION outbox_check_destination();
+-- The CHECK constraint that did this before.
+ALTER TABLE outbox DROP CONSTRAINT IF EXISTS outbox_destination_name;
 -- The replay (outbox_replays.id) that put a sent row back to pending;
 -- NULL: a live row.  Kept once the row is sent again, for audit, until
 -- another replay takes the row or retention deletes it.  The relay marks
@@ -172,7 +188,7 @@ BEGIN
 			v_why := format('header %s is reserved (set by outboxd)',
 			    v_q);
 		ELSIF lower(v_name) IN ('authorization', 'proxy-authorization',
-		    'cookie') THEN
+		    'cookie', 'set-cookie') THEN
 			v_why := format('header %s is reserved (authentication)',
 			    v_q);
 		ELSIF lower(v_name) IN ('connection', 'keep-alive', 'te',
@@ -190,10 +206,12 @@ BEGIN
 			    '(HTTP header names are case-insensitive)',
 			    to_json(v_names[v_i])::text, v_q);
 		ELSIF jsonb_typeof(v_value) <> 'string' THEN
-			v_why := format('header %s is %s %s, not a string', v_q,
-			    CASE WHEN jsonb_typeof(v_value) IN ('array',
-			    'object') THEN 'an' ELSE 'a' END,
-			    jsonb_typeof(v_value));
+			v_why := format('header %s is %s, not a string', v_q,
+			    CASE jsonb_typeof(v_value)
+			    WHEN 'null' THEN 'JSON null'
+			    WHEN 'array' THEN 'an array'
+			    WHEN 'object' THEN 'an object'
+			    ELSE 'a ' || jsonb_typeof(v_value) END);
 		ELSE
 			v_text := v_value #>> '{}';
 			IF v_text = '' THEN

@@ -123,6 +123,7 @@ static const struct {
 	{ "Authorization", "authentication" },
 	{ "Proxy-Authorization", "authentication" },
 	{ "Cookie", "authentication" },
+	{ "Set-Cookie", "authentication" },
 	{ "Connection", "hop-by-hop" },
 	{ "Keep-Alive", "hop-by-hop" },
 	{ "TE", "hop-by-hop" },

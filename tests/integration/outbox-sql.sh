@@ -115,13 +115,26 @@ page_query=$(awk '/^What became of a row:$/ { f = 1; next } f && /^\.Bd/ { f = 2
 check_eq "3: the page's status query" "$(sql "SELECT id FROM outbox WHERE ordering_key = 'inv-1001'")|sent|1|" \
 	"$(sql "$page_query")"
 
-# 4: a destination no outbox.conf can name is refused at the INSERT.
-for bad in "''" "'bad name'" "'$(printf 'd%.0s' $(seq 65))'" "'evil\"q'"; do
-	out=$(sql "INSERT INTO outbox (event_type, ordering_key, payload, destination)
-		VALUES ('t.x', 'k-bad', '{}', $bad)" 2>&1 || true)
-	check "4: destination $bad refused with the constraint's name" \
-		grep -q 'violates check constraint "outbox_destination_name"' <<<"$out"
-done
+# 4: a destination no outbox.conf can name is refused at the INSERT, by a
+# message that shows neither the row's headers nor its payload (a CHECK
+# constraint's would: "Failing row contains (...)").
+long_dest=$(printf 'd%.0s' $(seq 65))
+while IFS='|' read -r bad shown; do
+	out=$(sql "INSERT INTO outbox (event_type, ordering_key, payload, destination, headers)
+		VALUES ('t.x', 'k-bad', '{\"card\": \"pay-s3cret\"}', $bad, '{\"x-token\": \"hdr-s3cret\"}')" 2>&1 || true)
+	check "4: destination $bad refused, naming the rule" \
+		grep -qF "ERROR:  outbox.destination: $shown is not a destination name (1 to 64 of A-Z a-z 0-9 _ . -)" <<<"$out"
+	check "4: destination $bad: neither payload nor header value in the error" \
+		bash -c '! grep -q "s3cret\|Failing row" <<<"$1"' _ "$out"
+done <<BADNAMES
+''|""
+'bad name'|"bad name"
+'$long_dest'|"$(printf 'd%.0s' $(seq 64))"...
+'evil"q'|"evil\"q"
+BADNAMES
+check_eq "4: the error's SQLSTATE and column" "23514|destination" \
+	"$(psql -X -q -At -v VERBOSITY=verbose -c "INSERT INTO outbox (event_type, ordering_key, payload, destination)
+		VALUES ('t.x', 'k-bad', '{}', 'a b')" 2>&1 | sed -n 's/^ERROR:  \([0-9A-Z]*\):.*/\1/p; s/^COLUMN NAME:  //p' | paste -sd'|')"
 check_eq "4: none of them inserted" 0 "$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'k-bad'")"
 check_eq "4: a name of 64 characters of the allowed ones is accepted" 1 \
 	"$(sql "INSERT INTO outbox (event_type, ordering_key, payload, destination)
