@@ -310,20 +310,13 @@ int
 admin_dest_check(const struct conf *c, const char *name, char *err,
     size_t errlen)
 {
-	size_t	i, len = name != NULL ? strlen(name) : 0;
-
-	if (len == 0 || len >= ADMIN_DEST_NAME_MAX ||
-	    !order_utf8_valid((const unsigned char *)name, len)) {
-		snprintf(err, errlen, "a destination name is 1 to %d bytes of "
-		    "UTF-8", ADMIN_DEST_NAME_MAX - 1);
+	/* The rule outbox.conf's names keep: any other name is none of
+	 * its destinations, and may not be shown as it is. */
+	if (name == NULL || !conf_destination_name_ok(name)) {
+		snprintf(err, errlen, "a destination name is "
+		    CONF_DESTINATION_NAME_RULE);
 		return -1;
 	}
-	for (i = 0; i < len; i++)
-		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) {
-			snprintf(err, errlen, "a destination name has no "
-			    "control characters");
-			return -1;
-		}
 	if (conf_destination_find(c, name) == NULL) {
 		snprintf(err, errlen, "no destination \"%s\" in %s", name,
 		    c->path != NULL ? c->path : "the configuration");

@@ -269,7 +269,7 @@ static int
 admin_dest_answer(struct admin_worker *a, struct evhttp_request *req,
     const char *name)
 {
-	char	err[ADMIN_DEST_NAME_MAX + 256];
+	char	err[512];
 
 	switch (admin_dest_check(a->conf, name, err, sizeof(err))) {
 	case 0:

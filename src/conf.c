@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include <confuse.h>
+#include <curl/curl.h>
 
 #include "outboxd.h"
 #include "broker.h"
@@ -108,6 +109,13 @@ conf_section_line(const char *section, const char *title)
 {
 	return conf_text != NULL ? conf_find_section(conf_text, section,
 	    title) : 0;
+}
+
+int
+conf_key_line(const char *section, const char *title, const char *key)
+{
+	return conf_text != NULL ? conf_find_key(conf_text, section, title,
+	    key) : 0;
 }
 
 /* Section name for messages; "" at the top level. */
@@ -294,10 +302,13 @@ int
 conf_check_url(cfg_t *cfg, cfg_opt_t *opt)
 {
 	const char	*v = cfg_opt_getnstr(opt, 0), *t = cfg_title(cfg);
+	CURLU		*u;
+	CURLUcode	 rc;
 	size_t		 n;
 
-	if (v != NULL && *v != '\0' && strncmp(v, "http://", 7) != 0 &&
-	    strncmp(v, "https://", 8) != 0) {
+	if (v == NULL || *v == '\0')
+		return 0;
+	if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) {
 		/* Only what comes before "://": the rest may hold
 		 * credentials (user:password@host). */
 		n = strcspn(v, ":/@");
@@ -306,6 +317,20 @@ conf_check_url(cfg_t *cfg, cfg_opt_t *opt)
 		    t != NULL ? " " : "", t != NULL ? t : "", t != NULL ?
 		    ": " : ".", cfg_opt_name(opt), n > 16 ? 16 : (int)n, v,
 		    v[n] == ':' ? ":" : "");
+		return -1;
+	}
+	/* libcurl's own parser, the one that will send to it: a URL it
+	 * refuses (no host, a bad port or IPv6 address) would fail every
+	 * request instead of start-up.  Its reason, never the URL. */
+	if ((u = curl_url()) == NULL)
+		fatal("curl_url");
+	rc = curl_url_set(u, CURLUPART_URL, v, 0);
+	curl_url_cleanup(u);
+	if (rc != CURLUE_OK) {
+		cfg_error(cfg, "%s%s%s%s%s: not a URL libcurl can use: %s",
+		    conf_section(cfg), t != NULL ? " " : "", t != NULL ? t :
+		    "", t != NULL ? ": " : ".", cfg_opt_name(opt),
+		    curl_url_strerror(rc));
 		return -1;
 	}
 	return 0;

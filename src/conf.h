@@ -70,6 +70,10 @@ const char	*conf_span_name(const struct conf_span *sp, char *buf,
  * 0. */
 int		 conf_find_section(const char *buf, const char *section,
 		    const char *title);
+/* The line of "KEY =" directly inside that section of buf (comments
+ * stripped; title NULL: an untitled one), or 0. */
+int		 conf_find_key(const char *buf, const char *section,
+		    const char *title, const char *key);
 /* The line where the first string that spans lines opens, or 0. */
 int		 conf_find_open_quote(const char *buf);
 /* A warning (caller frees) when others may read the file at path (mode)
@@ -115,6 +119,9 @@ void		 conf_errorf(struct cfg_t *, int line, const char *, ...)
 		    OUTBOXD_PRINTF(3, 4);
 /* The line where "SECTION TITLE {" opens in the file being parsed, or 0. */
 int		 conf_section_line(const char *section, const char *title);
+/* The line of "KEY =" in that section of the file being parsed, or 0. */
+int		 conf_key_line(const char *section, const char *title,
+		    const char *key);
 /* A validate callback: opt's value is "" or an http:// or https:// URL. */
 int		 conf_check_url(struct cfg_t *, struct cfg_opt_t *);
 

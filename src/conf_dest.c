@@ -29,8 +29,6 @@
  * webhook.timeout (conf.c). */
 #define CONF_DEST_TIMEOUT_MIN	100
 #define CONF_DEST_TIMEOUT_MAX	(600L * 1000)
-#define CONF_DEST_NAME_RULE	"1 to 64 characters of A-Z, a-z, 0-9, '_', " \
-				    "'.' and '-'"
 
 /*
  * What a destination of each sink = takes.  max_batch and slots are the
@@ -113,8 +111,8 @@ conf_dest_limits(int kind, int *max_batch, int *slots)
 	return 0;
 }
 
-static int
-conf_dest_name_ok(const char *n)
+int
+conf_destination_name_ok(const char *n)
 {
 	size_t	len = strlen(n), i;
 
@@ -158,11 +156,11 @@ conf_dest_v_name(cfg_t *sec)
 	const char	*t = cfg_title(sec);
 	char		 shown[80];
 
-	if (t != NULL && conf_dest_name_ok(t))
+	if (t != NULL && conf_destination_name_ok(t))
 		return 0;
 	conf_errorf(sec, conf_dest_line(sec), "destination \"%s\": a "
 	    "destination's name is %s", conf_dest_shown(t != NULL ? t : "",
-	    shown, sizeof(shown)), CONF_DEST_NAME_RULE);
+	    shown, sizeof(shown)), CONF_DESTINATION_NAME_RULE);
 	return -1;
 }
 
@@ -440,11 +438,11 @@ conf_dest_v_default(cfg_t *cfg, cfg_opt_t *opt)
 	const char	*v = cfg_opt_getnstr(opt, 0);
 	char		 shown[80];
 
-	if (v == NULL || *v == '\0' || conf_dest_name_ok(v))
+	if (v == NULL || *v == '\0' || conf_destination_name_ok(v))
 		return 0;
 	conf_errorf(cfg, 0, "relay.default_destination = \"%s\": a "
 	    "destination's name is %s", conf_dest_shown(v, shown,
-	    sizeof(shown)), CONF_DEST_NAME_RULE);
+	    sizeof(shown)), CONF_DESTINATION_NAME_RULE);
 	return -1;
 }
 
@@ -598,12 +596,17 @@ nomem:
 	return -1;
 }
 
-/* "FILE:LINE" of the relay section (checks across keys of it name no
- * single key's line; the section's is the nearest one), or just FILE. */
+/* "FILE:LINE" of relay.KEY, checked once the file is read: the key's
+ * line, or the relay section's if the key is not in the file, or just
+ * FILE. */
 static const char *
-conf_dest_relay_at(const struct conf *c, char *buf, size_t len)
+conf_dest_relay_at(const struct conf *c, const char *key, char *buf,
+    size_t len)
 {
-	int	line = conf_section_line("relay", NULL);
+	int	line = conf_key_line("relay", NULL, key);
+
+	if (line == 0)
+		line = conf_section_line("relay", NULL);
 
 	if (line > 0)
 		snprintf(buf, len, "%s:%d", c->path, line);
@@ -625,18 +628,25 @@ conf_dest_lease(cfg_t *cfg, const struct conf *c, int legacy, char *err,
 {
 	const struct conf_destination	*d;
 	char				 at[PATH_MAX + 16];
-	int				 i;
+	int				 i, line;
 
 	for (i = 0; c->relay.workers > 0 && i < c->n_destinations; i++) {
 		d = &c->destinations[i];
 		if (c->relay.lease >= 2 * d->timeout)
 			continue;
+		/* The line of whichever of the two was written. */
+		if (i != legacy && conf_key_line("relay", NULL, "lease") == 0 &&
+		    (line = conf_key_line("destination", d->name,
+		    "timeout")) > 0)
+			snprintf(at, sizeof(at), "%s:%d", c->path, line);
+		else
+			conf_dest_relay_at(c, "lease", at, sizeof(at));
 		if (i == legacy)
 			snprintf(err, errlen, "%s: relay.lease (%ld ms) must be "
 			    "at least twice the sink's timeout (%s = %ld ms): a "
 			    "publish must end within the lease of its claim, "
 			    "with time left for the claim and the wait for the "
-			    "sink", conf_dest_relay_at(c, at, sizeof(at)),
+			    "sink", at,
 			    c->relay.lease, c->relay.sink ==
 			    CONF_SINK_HTTP ? "webhook.timeout" :
 			    "relay.timeout", d->timeout);
@@ -645,7 +655,7 @@ conf_dest_lease(cfg_t *cfg, const struct conf *c, int legacy, char *err,
 			    "at least twice the timeout of destination %s (%ld "
 			    "ms%s): a publish must end within the lease of its "
 			    "claim, with time left for the claim and the wait "
-			    "for the sink", conf_dest_relay_at(c, at, sizeof(at)),
+			    "for the sink", at,
 			    c->relay.lease, d->name,
 			    d->timeout, cfg_getint(cfg_getnsec(cfg,
 			    "destination", i), "timeout") != 0 ? "" :
@@ -767,7 +777,8 @@ conf_dest_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 			    "\"%s\": no destination of that name (a destination "
 			    "%s {} section, or \"%s\" when relay.sink with sqs "
 			    "{} or webhook {} makes it)",
-			    conf_dest_relay_at(c, at, sizeof(at)), def, def,
+			    conf_dest_relay_at(c, "default_destination", at,
+			    sizeof(at)), def, def,
 			    CONF_LEGACY_DESTINATION);
 			return -1;
 		}

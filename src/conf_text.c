@@ -427,32 +427,40 @@ conf_span_name(const struct conf_span *sp, char *buf, size_t len)
 	return buf;
 }
 
+/* Skip the quoted string at p (which is at its quote), counting its
+ * newlines in *line: past its closing quote. */
+static const char *
+conf_skip_quoted(const char *p, int *line)
+{
+	int	q;
+
+	for (q = *p++; *p != '\0' && *p != q; p++)
+		if (*p == '\n')
+			(*line)++;
+		else if (*p == '\\' && p[1] != '\0')
+			p++;
+	return *p != '\0' ? p + 1 : p;
+}
+
 /*
- * The line where "SECTION TITLE {" opens in buf (comments stripped), the
- * title bare or quoted ("SECTION {" when title is NULL); 0 if it is not
- * found.  For the messages about a
- * titled section as a whole, which libconfuse gives only the line of its
- * end.
+ * Where "SECTION TITLE {" opens in buf (comments stripped), the title bare
+ * or quoted ("SECTION {" when title is NULL): its line in *line and the
+ * text after SECTION, or NULL if it is not found.
  */
-int
-conf_find_section(const char *buf, const char *section, const char *title)
+static const char *
+conf_section_scan(const char *buf, const char *section, const char *title,
+    int *line)
 {
 	const char	*p = buf, *w, *t;
 	size_t		 n = strlen(section), tn;
-	int		 line = 1, q;
 
+	*line = 1;
 	while (*p != '\0') {
 		if (*p == '\n') {
-			line++;
+			(*line)++;
 			p++;
 		} else if (*p == '"' || *p == '\'') {
-			for (q = *p++; *p != '\0' && *p != q; p++)
-				if (*p == '\n')
-					line++;
-				else if (*p == '\\' && p[1] != '\0')
-					p++;
-			if (*p != '\0')
-				p++;
+			p = conf_skip_quoted(p, line);
 		} else if (!CONF_IS_WORD(*p)) {
 			p++;
 		} else {
@@ -467,11 +475,67 @@ conf_find_section(const char *buf, const char *section, const char *title)
 				    *t == '\r' || *t == '\n'; t++)
 					;
 				if (*t == '{')
-					return line;
+					return p;
 				continue;
 			}
 			if (conf_title_at(p, &t, &tn) && tn == strlen(title) &&
 			    strncmp(t, title, tn) == 0)
+				return p;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The line of a titled section's opening, or 0 if it is not found.  For
+ * the messages about a titled section as a whole, which libconfuse gives
+ * only the line of its end.
+ */
+int
+conf_find_section(const char *buf, const char *section, const char *title)
+{
+	int	line;
+
+	return conf_section_scan(buf, section, title, &line) != NULL ? line :
+	    0;
+}
+
+/*
+ * The line of "KEY =" directly inside that section, or 0.  For checks
+ * made once the whole file is read (a name that no section defines, two
+ * keys that must agree), which libconfuse would report at the line it
+ * stopped on.
+ */
+int
+conf_find_key(const char *buf, const char *section, const char *title,
+    const char *key)
+{
+	const char	*p, *w;
+	size_t		 n = strlen(key);
+	int		 line, depth = 0;
+
+	if ((p = conf_section_scan(buf, section, title, &line)) == NULL)
+		return 0;
+	while (*p != '\0') {
+		if (*p == '\n') {
+			line++;
+			p++;
+		} else if (*p == '"' || *p == '\'') {
+			p = conf_skip_quoted(p, &line);
+		} else if (*p == '{' || *p == '}') {
+			if ((depth += *p++ == '{' ? 1 : -1) == 0)
+				return 0;
+		} else if (!CONF_IS_WORD(*p)) {
+			p++;
+		} else {
+			for (w = p; CONF_IS_WORD(*p); p++)
+				;
+			if (depth != 1 || (size_t)(p - w) != n ||
+			    strncmp(w, key, n) != 0)
+				continue;
+			for (; *p == ' ' || *p == '\t'; p++)
+				;
+			if (*p == '=')
 				return line;
 		}
 	}

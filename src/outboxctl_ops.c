@@ -148,7 +148,7 @@ ctl_cell(char *buf, size_t len, const char *s, size_t width)
 static int
 ctl_dest_check(const struct conf *conf, const char *cmd, const char *name)
 {
-	char	err[ADMIN_DEST_NAME_MAX + 256];
+	char	err[512];
 	int	i;
 
 	switch (admin_dest_check(conf, name, err, sizeof(err))) {

@@ -263,6 +263,11 @@ long		 conf_sink_timeout(const struct conf *);
  * or NULL if outbox.conf has none of that name. */
 const struct conf_destination *conf_destination_find(const struct conf *,
 		    const char *name);
+/* 1 if n can be a destination's name (CONF_DESTINATION_NAME_RULE, as
+ * sql/schema.sql's outbox_check_destination() has it), else 0. */
+#define CONF_DESTINATION_NAME_RULE "1 to 64 characters of A-Z, a-z, 0-9, " \
+				    "'_', '.' and '-'"
+int		 conf_destination_name_ok(const char *n);
 /* 1 if a destination is AWS's (sqs, sns): a relay then needs AWS
  * credentials; webhooks and Pub/Sub topics need none. */
 int		 conf_destinations_aws(const struct conf *);
@@ -737,8 +742,6 @@ int		 metrics_ready(char *buf, size_t size, const char *db_down,
 #define ADMIN_FAILED_MAX	1000	/* rows per page at most */
 #define ADMIN_REDRIVE_IDS_MAX	10000
 
-#define ADMIN_DEST_NAME_MAX	256	/* bytes of a destination name, NUL
-					   included */
 
 /* {"counts":{"pending","sent","failed"},"total",
  *  "oldest_pending_age_seconds" (null if none),"oldest_pending_created_at",
@@ -757,9 +760,8 @@ int		 admin_status(struct pg_conn *, const struct conf *,
 int		 admin_destinations(struct pg_conn *, const struct conf *,
 		    const char *name, struct cJSON **out, char *err,
 		    size_t errlen);
-/* Is name a destination of conf?  0 yes; -1 it cannot be a name (empty,
- * ADMIN_DEST_NAME_MAX bytes or more, not UTF-8, control characters);
- * -2 conf has none of that name.  Either with the reason in err. */
+/* Is name a destination of conf?  0 yes; -1 it cannot be a name
+ * (conf_destination_name_ok()); -2 conf has none of that name.  Either with the reason in err. */
 int		 admin_dest_check(const struct conf *, const char *name,
 		    char *err, size_t errlen);
 /* Pause (add to outbox_paused_destinations, keeping the first time) or

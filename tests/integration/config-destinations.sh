@@ -174,6 +174,14 @@ bad queue_url-scheme 9 'destination orders: queue_url: expected an http:// or ht
 	-e '9s|http://|ftp://user:SECRETMARK@|'
 bad url-scheme 17 'destination partner: url: expected an http:// or https:// URL, not one that starts "hooks"' \
 	-e '17s|http://127.0.0.1:9/hooks|hooks/x|'
+# the scheme is right, but libcurl could not send to it: refused at -t,
+# the URL itself (which may hold credentials) never shown
+bad url-no-host 17 'destination partner: url: not a URL libcurl can use: No host part in the URL' \
+	-e '17s|http://127.0.0.1:9/hooks|http://|'
+bad url-bad-port 17 'destination partner: url: not a URL libcurl can use: Port number was not a decimal number between 0 and 65535' \
+	-e '17s|http://127.0.0.1:9/hooks|http://SECRETMARK:pw@127.0.0.1:99999/x|'
+bad url-bad-ipv6 17 'destination partner: url: not a URL libcurl can use: Bad IPv6 address' \
+	-e '17s|http://127.0.0.1:9/hooks|https://[::1|'
 bad topic_arn-service 13 'destination fanout: topic_arn = "arn:aws:sqs:us-east-1:000000000000:events.fifo": expected arn:PARTITION:sns:REGION:ACCOUNT:NAME (ACCOUNT 12 digits; NAME 1 to 256 letters, digits, '"'-' or '_'"', ending in .fifo for a FIFO topic)' \
 	-e '13s/:sns:/:sqs:/'
 bad topic_arn-account 13 'destination fanout: topic_arn = "arn:aws:sns:us-east-1:0000:events.fifo": expected arn:PARTITION:sns:REGION:ACCOUNT:NAME (ACCOUNT 12 digits; NAME 1 to 256 letters, digits, '"'-' or '_'"', ending in .fifo for a FIFO topic)' \

@@ -268,6 +268,11 @@ admin POST //destinations//pause
 check_eq "an empty name: 404 (no such resource)" 404 "$HTTP_STATUS"
 admin POST /destinations//pause
 check "an empty name under /destinations/: 400: $HTTP_BODY" jq_true '.error == "bad_destination_name"' "$HTTP_BODY"
+admin GET /destinations/bad%20name
+check "a space in the name: 400 bad_destination_name, naming the rule: $HTTP_BODY" \
+	jq_true '.error == "bad_destination_name" and .message == "a destination name is 1 to 64 characters of A-Z, a-z, 0-9, '"'_', '.' and '-'"'"' "$HTTP_BODY"
+admin GET /destinations/$(printf 'd%.0s' $(seq 65))
+check "a name of 65 characters: 400 bad_destination_name: $HTTP_BODY" jq_true '.error == "bad_destination_name"' "$HTTP_BODY"
 admin POST /destinations/hook%73/pause
 check "a percent-encoded name is decoded (hook%73 = hooks): $HTTP_BODY" jq_true '.destination == "hooks" and .paused' "$HTTP_BODY"
 admin POST /destinations/hooks/resume

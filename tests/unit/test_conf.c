@@ -852,6 +852,14 @@ test_dest_bad(void **state)
 	    "destination q: queue_url: expected an http:// or https:// URL");
 	expect_error(DAWS "destination h {\n\turl = \"h/x\"\n}\n", 5,
 	    "destination h: url: expected an http:// or https:// URL");
+	/* the scheme is right, but libcurl could not send there */
+	expect_error(DAWS "destination h {\n\turl = \"http://\"\n}\n", 5,
+	    "destination h: url: not a URL libcurl can use: No host part");
+	expect_error(DAWS "destination h {\n\turl = "
+	    "\"http://u:LEAK@127.0.0.1:99999/x\"\n}\n", 5,
+	    "destination h: url: not a URL libcurl can use: Port number");
+	expect_error(DAWS "destination h {\n\turl = \"https://[::1\"\n}\n", 5,
+	    "destination h: url: not a URL libcurl can use: Bad IPv6");
 	expect_error(DAWS "destination t {\n\ttopic_arn = "
 	    "\"arn:aws:sqs:us-east-1:123456789012:t\"\n}\n", 5,
 	    "destination t: topic_arn = \"arn:aws:sqs:us-east-1:123456789012:t"
@@ -885,6 +893,18 @@ test_dest_bad(void **state)
 	expect_error(DAWS "relay { default_destination = \"nope\" }\n"
 	    DSQS("orders"), 4, "relay.default_destination = \"nope\": no "
 	    "destination of that name");
+	/* ... at the line of the key, not of "relay {" (a comment's brace
+	 * and a quoted one do not count) */
+	expect_error(DAWS "relay {\n\tworkers = 1 # {\n\tpoll_interval = "
+	    "100\n\tdefault_destination = \"nope\"\n}\n" DSQS("orders"), 7,
+	    "relay.default_destination = \"nope\": no destination");
+	expect_error(DAWS "relay {\n\tworkers = 1\n\tlease = 3000\n}\n"
+	    DSQS("default"), 6, "relay.lease (3000 ms) must be at least twice");
+	expect_error(DAWS "relay { workers = 1 }\n" DSQS("default")
+	    "destination slow {\n\tsink = \"http\"\n\turl = \"http://h/{\"\n"
+	    "\tsecret = \"s\"\n\ttimeout = 16000\n}\n", 13, "relay.lease "
+	    "(30000 ms) must be at least twice the timeout of destination slow "
+	    "(16000 ms)");
 	expect_error(DAWS DSQS("orders"), 0, "relay.default_destination is not "
 	    "set and no destination is named \"default\"");
 	expect_error(DAWS "relay { lease = 20000 }\n" DSQS("default")

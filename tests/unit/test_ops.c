@@ -672,7 +672,7 @@ test_redrive_parse(void **state)
 static void
 test_dest_check(void **state)
 {
-	char	err[512], longname[ADMIN_DEST_NAME_MAX + 1];
+	char	err[512], longname[66];
 
 	(void)state;
 	test_conf.path = "/etc/outbox.conf";
@@ -687,10 +687,18 @@ test_dest_check(void **state)
 	    sizeof(err)), -1);
 	assert_int_equal(admin_dest_check(&test_conf, "\xff", err,
 	    sizeof(err)), -1);
+	/* outbox.conf's rule: a space, a name of 65 characters */
+	assert_int_equal(admin_dest_check(&test_conf, "bad name", err,
+	    sizeof(err)), -1);
+	assert_string_equal(err, "a destination name is 1 to 64 characters "
+	    "of A-Z, a-z, 0-9, '_', '.' and '-'");
 	memset(longname, 'x', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = '\0';
 	assert_int_equal(admin_dest_check(&test_conf, longname, err,
 	    sizeof(err)), -1);
+	longname[64] = '\0';
+	assert_int_equal(admin_dest_check(&test_conf, longname, err,
+	    sizeof(err)), -2);
 	test_conf.path = NULL;
 }
 
