@@ -331,7 +331,8 @@ relay_main(struct conf *conf, int index)
 		d->sink->loggable(&d->t, &target, &target_len);
 		log_kv(LOG_LEVEL_INFO, (const char *[]){ "destination",
 		    d->t.dest->name, NULL }, "publishing to %s %.*s (batch %d, "
-		    "poll %ld ms)", d->sink->name, target_len, target,
+		    "concurrency %d, claim %d, poll %ld ms)", d->sink->name,
+		    target_len, target, d->max_batch, d->slots,
 		    conf->relay.batch_size, conf->relay.poll_interval);
 	}
 

@@ -141,7 +141,9 @@ relay_wal_finish(struct relay_wal *w, struct wal_ev *ev)
 		snprintf(id, sizeof(id), "%" PRId64, ev->m.id);
 		log_kv(LOG_LEVEL_ERROR, (const char *[]){ ev->row > 0 ?
 		    "outbox_id" : "message_lsn", id, "ordering_key",
-		    ev->m.key, NULL }, "publish failed after %d attempt(s)%s: "
+		    ev->m.key, ev->dest != NULL ? "destination" : NULL,
+		    ev->dest != NULL ? ev->dest->t.dest->name : NULL, NULL },
+		    "publish failed after %d attempt(s)%s: "
 		    "%s%s", ev->m.attempts, ev->m.outcome == SINK_REJECTED ?
 		    " (permanent error)" : "", ev->m.error != NULL ?
 		    ev->m.error : "unknown error", ev->row > 0 ? "" :

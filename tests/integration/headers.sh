@@ -107,6 +107,7 @@ ten=$(jq -nc '[range(1; 10) | {key: "h\(.)", value: "v"}] | from_entries')
 refuse "9 headers" "$ten" '9 headers, at most 8 (SQS and SNS take 10 message attributes; EventType is one, Outbox-Replay on a replay another)'
 refuse "a number value" '{"retries": 3}' 'header "retries" is a number, not a string'
 refuse "an object value" '{"ctx": {"a": "b"}}' 'header "ctx" is an object, not a string'
+refuse "a JSON null value" '{"ctx": null}' 'header "ctx" is JSON null, not a string'
 refuse "an empty name" '{"": "x"}' 'header name "" is empty'
 long=$(rep n 257)
 refuse "a 257-character name" "{\"$long\": \"x\"}" "header name \"$(rep n 64)\"... has 257 characters, at most 256"
@@ -135,6 +136,7 @@ Outbox-Replay set by outboxd
 Authorization authentication
 Proxy-Authorization authentication
 cookie authentication
+Set-Cookie authentication
 Connection hop-by-hop
 keep-alive hop-by-hop
 Proxy-Connection hop-by-hop
@@ -283,6 +285,8 @@ check_eq "3: webhook requests: the good ones only" '{"good": 4} {"good": 5}' \
 check_eq "3: requests with an injected header" 0 "$(jq -s 'map(select(.headers["x-injected"])) | length' "$REC")"
 check "3: the relay logged the permanent failure with the rule" \
 	grep -qF 'publish failed after 1 attempt(s) (permanent error): headers: header \"Host\" is reserved (HTTP framing)' "$OUTBOXD_LOG"
+check "3: ... and the row's key and destination" \
+	grep -qE 'publish failed after 1 attempt\(s\) \(permanent error\): headers: header \\"Host\\".* ordering_key=bad-host destination=hook( |$)' "$OUTBOXD_LOG"
 # Every request the webhook got was answered 200: the rows the relay
 # refused are its own line each, not failed deliveries.
 check_eq "3: webhook lines about failed deliveries" 0 "$(grep -c 'deliveries failed' "$OUTBOXD_LOG" || true)"
