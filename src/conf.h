@@ -125,14 +125,30 @@ int		 conf_key_line(const char *section, const char *title,
 /* A validate callback: opt's value is "" or an http:// or https:// URL. */
 int		 conf_check_url(struct cfg_t *, struct cfg_opt_t *);
 
-/* conf_dest.c.  Set the validate callbacks of destination NAME {} and of
- * relay.default_destination on cfg (before the parse). */
+/* conf_dest_check.c.  Set the validate callbacks of destination NAME {}
+ * and of relay.default_destination on cfg (before the parse). */
 void		 conf_dest_validators(struct cfg_t *cfg);
 /* libconfuse's error msg (len bytes) about destination sections
  * reworded for operators, in place (messages in English only); 1 if it
  * was one. */
 int		 conf_dest_reword(char *msg, size_t len);
-/* The relays' destinations from the parsed cfg: every destination NAME
+/* The sink kind (enum conf_sink) a sink = value names, or -1. */
+int		 conf_dest_sink_of(const char *name);
+/* A key of sec that is set: a string not to "" (which is unset), a
+ * boolean to anything (ordering = false in an sqs destination is as
+ * wrong as true). */
+int		 conf_dest_set(struct cfg_t *sec, const char *key);
+/* v as a message may show it, in buf (len bytes): printable ASCII but
+ * '"' ('?' for the rest), at most 64 characters ("..." after).  Returns
+ * buf. */
+const char	*conf_dest_shown(const char *v, char *buf, size_t len);
+/* The most messages per publish call (*max_batch) and publish calls in
+ * flight (*slots) a destination of sink kind (enum conf_sink) may be set
+ * to: the sinks' own (struct sink), which test_conf.c checks.  0, or -1
+ * for an unknown kind. */
+int		 conf_dest_limits(int kind, int *max_batch, int *slots);
+
+/* conf_dest.c.  The relays' destinations from the parsed cfg: every destination NAME
  * {} section, then the one relay.sink with sqs {} / webhook {} makes
  * ("default") when it exists (outbox.conf(5), DESTINATIONS);
  * relay.default_destination; and the rules across them (relay.lease,
@@ -140,11 +156,6 @@ int		 conf_dest_reword(char *msg, size_t len);
  * "FILE: reason" in err. */
 int		 conf_dest_fill(struct cfg_t *cfg, struct conf *c, char *err,
 		    size_t errlen);
-/* The most messages per publish call (*max_batch) and publish calls in
- * flight (*slots) a destination of sink kind (enum conf_sink) may be set
- * to: the sinks' own (struct sink), which test_conf.c checks.  0, or -1
- * for an unknown kind. */
-int		 conf_dest_limits(int kind, int *max_batch, int *slots);
 /* Free the destinations of c. */
 void		 conf_dest_free(struct conf *);
 
