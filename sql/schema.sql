@@ -48,35 +48,60 @@ ALTER TABLE outbox ADD COLUMN IF NOT EXISTS commit_seq bigint;
 -- headers).  See outbox(7).
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS destination text;
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS headers jsonb;
--- A destination is a name outbox.conf can give one (conf_dest.c: 1 to 64
--- of A-Z a-z 0-9 _ . -): any other text can never be delivered, so it is
--- refused at the INSERT, in the writer's transaction.  A trigger, not a
--- CHECK constraint: PostgreSQL's error for a CHECK shows the whole
--- failing row, headers and payload included, to the client and in the
--- server's log.  The WHEN clause is tested on the row, so a good name
--- calls no function.  Rows of an existing database are not checked (they
--- fail at their claim, as before, naming the destination).
-CREATE OR REPLACE FUNCTION outbox_check_destination() RETURNS trigger
+-- Names quoted in the checks' messages: JSON's quoting, with DEL and
+-- the C1 controls escaped too (to_json() leaves them raw, and U+009B
+-- starts a terminal's control sequence), at most p_max characters and
+-- "..." after.
+CREATE OR REPLACE FUNCTION outbox_quoted(p_text text, p_max integer)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+	SELECT string_agg(CASE WHEN t.c ~ '[\x7f-\x9f]'
+		THEN '\u' || lpad(to_hex(ascii(t.c)), 4, '0') ELSE t.c END, ''
+		ORDER BY t.n) ||
+	    CASE WHEN length(p_text) > p_max THEN '...' ELSE '' END
+	FROM regexp_split_to_table(to_json(left(p_text, p_max))::text, '')
+	    WITH ORDINALITY AS t(c, n)
+$$;
+
+-- A destination is a name outbox.conf can give one (conf_dest_check.c:
+-- 1 to 64 of A-Z a-z 0-9 _ . -): any other text can never be delivered,
+-- and an empty event_type would be sent without its EventType attribute
+-- (SQS and SNS refuse an empty value), which a consumer of a shared queue
+-- needs to tell events apart.  Both are refused at the INSERT, in the
+-- writer's transaction.  A trigger, not a CHECK constraint: PostgreSQL's
+-- error for a CHECK shows the whole failing row, headers and payload
+-- included, to the client and in the server's log.  The WHEN clause is
+-- tested on the row, so a good row calls no function.  Rows of an
+-- existing database are not checked (a bad destination fails at its
+-- claim, as before, naming the destination).
+CREATE OR REPLACE FUNCTION outbox_check_row() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+	IF NEW.event_type = '' THEN
+		RAISE EXCEPTION USING ERRCODE = 'check_violation',
+		    MESSAGE = 'outbox.event_type: is empty (it becomes the '
+			'EventType attribute, which SQS and SNS refuse empty)',
+		    DETAIL = format('outbox row id %s', NEW.id),
+		    HINT = 'The columns are in outbox(7).',
+		    TABLE = 'outbox', COLUMN = 'event_type';
+	END IF;
 	RAISE EXCEPTION USING ERRCODE = 'check_violation',
 	    MESSAGE = format('outbox.destination: %s is not a destination '
 		'name (1 to 64 of A-Z a-z 0-9 _ . -)',
-		to_json(left(NEW.destination, 64))::text ||
-		CASE WHEN length(NEW.destination) > 64 THEN '...' ELSE '' END),
+		outbox_quoted(NEW.destination, 64)),
 	    DETAIL = format('outbox row id %s, event_type %s', NEW.id,
-		coalesce(to_json(NEW.event_type)::text, 'NULL')),
+		coalesce(outbox_quoted(NEW.event_type, 64), 'NULL')),
 	    HINT = 'The rule is in outbox(7), destination.',
 	    TABLE = 'outbox', COLUMN = 'destination';
 END;
 $$;
 
-DROP TRIGGER IF EXISTS outbox_check_destination ON outbox;
-CREATE TRIGGER outbox_check_destination
-	BEFORE INSERT OR UPDATE OF destination ON outbox
+DROP TRIGGER IF EXISTS outbox_check_row ON outbox;
+CREATE TRIGGER outbox_check_row
+	BEFORE INSERT OR UPDATE OF destination, event_type ON outbox
 	FOR EACH ROW
-	WHEN (NEW.destination !~ '^[A-Za-z0-9_.-]{1,64}$')
-	EXECUTE FUNCTION outbox_check_destination();
+	WHEN (NEW.destination !~ '^[A-Za-z0-9_.-]{1,64}$'
+	    OR NEW.event_type = '')
+	EXECUTE FUNCTION outbox_check_row();
 -- The CHECK constraint that did this before.
 ALTER TABLE outbox DROP CONSTRAINT IF EXISTS outbox_destination_name;
 -- The replay (outbox_replays.id) that put a sent row back to pending;
@@ -161,8 +186,7 @@ BEGIN
 	FOR v_name, v_value IN SELECT e.key, e.value
 	    FROM jsonb_each(CASE WHEN v_why IS NULL THEN NEW.headers END) e
 	LOOP
-		v_q := to_json(left(v_name, 64))::text ||
-		    CASE WHEN length(v_name) > 64 THEN '...' ELSE '' END;
+		v_q := outbox_quoted(v_name, 64);
 		IF length(v_name) = 0 THEN
 			v_why := 'header name "" is empty';
 		ELSIF length(v_name) > 256 THEN
@@ -204,7 +228,7 @@ BEGIN
 			v_i := array_position(v_lower, lower(v_name));
 			v_why := format('headers %s and %s differ only in case '
 			    '(HTTP header names are case-insensitive)',
-			    to_json(v_names[v_i])::text, v_q);
+			    outbox_quoted(v_names[v_i], 64), v_q);
 		ELSIF jsonb_typeof(v_value) <> 'string' THEN
 			v_why := format('header %s is %s, not a string', v_q,
 			    CASE jsonb_typeof(v_value)
@@ -253,7 +277,7 @@ BEGIN
 		RAISE EXCEPTION USING ERRCODE = 'check_violation',
 		    MESSAGE = 'outbox.headers: ' || v_why,
 		    DETAIL = format('outbox row id %s, event_type %s', NEW.id,
-			coalesce(to_json(NEW.event_type)::text, 'NULL')),
+			coalesce(outbox_quoted(NEW.event_type, 64), 'NULL')),
 		    HINT = 'The rules are in outbox(7), HEADERS.',
 		    TABLE = 'outbox', COLUMN = 'headers';
 	END IF;

@@ -113,6 +113,7 @@ long=$(rep n 257)
 refuse "a 257-character name" "{\"$long\": \"x\"}" "header name \"$(rep n 64)\"... has 257 characters, at most 256"
 refuse "a space in a name" '{"x trace": "1"}' 'header name "x trace" may hold only letters, digits, "_", "-" and "."'
 refuse "a colon in a name" '{"x:y": "1"}' 'header name "x:y" may hold only letters, digits, "_", "-" and "."'
+refuse "a DEL and a C1 control in a name (escaped in the message)" '{"a\u007fb\u009b": "1"}' 'header name "a\u007fb\u009b" may hold only letters, digits, "_", "-" and "."'
 refuse "a non-ASCII name" '{"café": "1"}' 'header name "café" may hold only letters, digits, "_", "-" and "."'
 refuse "AWS. prefix" '{"aws.traceId": "1"}' 'header name "aws.traceId" starts with "AWS." or "Amazon.", which AWS reserves'
 refuse "Amazon. prefix" '{"AMAZON.x": "1"}' 'header name "AMAZON.x" starts with "AWS." or "Amazon.", which AWS reserves'

@@ -131,10 +131,16 @@ done <<BADNAMES
 'bad name'|"bad name"
 '$long_dest'|"$(printf 'd%.0s' $(seq 64))"...
 'evil"q'|"evil\"q"
+E'del\\x7fc1\\u009bx'|"del\\u007fc1\\u009bx"
 BADNAMES
 check_eq "4: the error's SQLSTATE and column" "23514|destination" \
 	"$(psql -X -q -At -v VERBOSITY=verbose -c "INSERT INTO outbox (event_type, ordering_key, payload, destination)
 		VALUES ('t.x', 'k-bad', '{}', 'a b')" 2>&1 | sed -n 's/^ERROR:  \([0-9A-Z]*\):.*/\1/p; s/^COLUMN NAME:  //p' | paste -sd'|')"
+out=$(sql "INSERT INTO outbox (event_type, ordering_key, payload, headers)
+	VALUES ('', 'k-bad', '{}', '{\"x-token\": \"hdr-s3cret\"}')" 2>&1 || true)
+check "4: an empty event_type refused, naming the column" \
+	grep -qF "ERROR:  outbox.event_type: is empty (it becomes the EventType attribute, which SQS and SNS refuse empty)" <<<"$out"
+check "4: ... without the row's header value" bash -c '! grep -q "s3cret" <<<"$1"' _ "$out"
 check_eq "4: none of them inserted" 0 "$(sql "SELECT count(*) FROM outbox WHERE ordering_key = 'k-bad'")"
 check_eq "4: a name of 64 characters of the allowed ones is accepted" 1 \
 	"$(sql "INSERT INTO outbox (event_type, ordering_key, payload, destination)

@@ -72,7 +72,7 @@ check_eq "2: every old column of every row unchanged" "$all_before" "$(rows_md5 
 check_eq "2: destination and headers NULL in every row" 0 \
 	"$(sql "SELECT count(*) FROM outbox WHERE destination IS NOT NULL OR headers IS NOT NULL")"
 check "2: the header trigger exists" grep -q 'CREATE TRIGGER outbox_check_headers BEFORE INSERT OR UPDATE OF headers ON public.outbox' "$T_DIR/schema1.sql"
-check "2: the destination trigger exists" grep -q 'CREATE TRIGGER outbox_check_destination BEFORE INSERT OR UPDATE OF destination ON public.outbox' "$T_DIR/schema1.sql"
+check "2: the row trigger (destination, event_type) exists" grep -q 'CREATE TRIGGER outbox_check_row BEFORE INSERT OR UPDATE OF destination, event_type ON public.outbox' "$T_DIR/schema1.sql"
 check_eq "2: no CHECK constraint on destination (its error would show the row)" 0 \
 	"$(sql "SELECT count(*) FROM pg_constraint WHERE conrelid = 'outbox'::regclass AND conname = 'outbox_destination_name'")"
 check_eq "2: the old relays' outbox_claim(bigint, bigint, integer) is left in place" t \
