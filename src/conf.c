@@ -16,8 +16,11 @@
 
 #include <sys/stat.h>
 
+#include <arpa/inet.h>
+
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +119,21 @@ conf_key_line(const char *section, const char *title, const char *key)
 {
 	return conf_text != NULL ? conf_find_key(conf_text, section, title,
 	    key) : 0;
+}
+
+const char *
+conf_key_at(const struct conf *c, const char *section, const char *key,
+    char *buf, size_t len)
+{
+	int	line = key != NULL ? conf_key_line(section, NULL, key) : 0;
+
+	if (line == 0)
+		line = conf_section_line(section, NULL);
+	if (line > 0)
+		snprintf(buf, len, "%s:%d", c->path, line);
+	else
+		snprintf(buf, len, "%s", c->path);
+	return buf;
 }
 
 /* Section name for messages; "" at the top level. */
@@ -241,6 +259,7 @@ conf_split_listen(const char *s, char **host, char **port)
 	const char	*colon, *h, *hend;
 	char		*end;
 	long		 p;
+	struct in6_addr	 a6;
 
 	if (s[0] == '[') {
 		hend = strchr(s, ']');
@@ -264,6 +283,12 @@ conf_split_listen(const char *s, char **host, char **port)
 		*host = NULL;		/* all addresses */
 	else if ((*host = strndup(h, hend - h)) == NULL)
 		return -1;
+	/* "[...]" holds an IPv6 address, not a name to look up. */
+	if (s[0] == '[' && *host != NULL &&
+	    inet_pton(AF_INET6, *host, &a6) != 1) {
+		free(*host);
+		return -1;
+	}
 	if ((*port = strdup(colon + 1)) == NULL) {
 		free(*host);
 		return -1;
@@ -302,8 +327,10 @@ int
 conf_check_url(cfg_t *cfg, cfg_opt_t *opt)
 {
 	const char	*v = cfg_opt_getnstr(opt, 0), *t = cfg_title(cfg);
+	const char	*why;
 	CURLU		*u;
 	CURLUcode	 rc;
+	char		*port;
 	size_t		 n;
 
 	if (v == NULL || *v == '\0')
@@ -325,12 +352,21 @@ conf_check_url(cfg_t *cfg, cfg_opt_t *opt)
 	if ((u = curl_url()) == NULL)
 		fatal("curl_url");
 	rc = curl_url_set(u, CURLUPART_URL, v, 0);
+	why = rc != CURLUE_OK ? curl_url_strerror(rc) : NULL;
+	/* libcurl reads "http:///x" as host "x", and takes port 0. */
+	if (why == NULL && v[strcspn(v, ":") + 3] == '/')
+		why = curl_url_strerror(CURLUE_NO_HOST);
+	else if (why == NULL && curl_url_get(u, CURLUPART_PORT, &port, 0) ==
+	    CURLUE_OK) {
+		if (strcmp(port, "0") == 0)
+			why = "port 0 is no port to send to";
+		curl_free(port);
+	}
 	curl_url_cleanup(u);
-	if (rc != CURLUE_OK) {
+	if (why != NULL) {
 		cfg_error(cfg, "%s%s%s%s%s: not a URL libcurl can use: %s",
 		    conf_section(cfg), t != NULL ? " " : "", t != NULL ? t :
-		    "", t != NULL ? ": " : ".", cfg_opt_name(opt),
-		    curl_url_strerror(rc));
+		    "", t != NULL ? ": " : ".", cfg_opt_name(opt), why);
 		return -1;
 	}
 	return 0;
@@ -531,6 +567,7 @@ static int
 conf_fill_admin(cfg_t *a, struct conf *c, char *err, size_t errlen)
 {
 	cfg_opt_t	*lo = cfg_getopt(a, "listen");
+	char		 at[PATH_MAX + 16];
 
 	c->admin.listen = conf_strdup_or_null(cfg_getstr(a, "listen"));
 	c->admin.token = conf_strdup_or_null(cfg_getstr(a, "token"));
@@ -539,20 +576,23 @@ conf_fill_admin(cfg_t *a, struct conf *c, char *err, size_t errlen)
 	if (conf_split_listen(c->admin.listen, &c->admin.host,
 	    &c->admin.port) == -1) {
 		snprintf(err, errlen, "%s: admin.listen: expected "
-		    "\"host:port\"", c->path);
+		    "\"host:port\"", conf_key_at(c, "admin", "listen", at,
+		    sizeof(at)));
 		return -1;
 	}
 	if (c->admin.token == NULL && lo != NULL &&
 	    (lo->flags & CFGF_MODIFIED)) {
 		snprintf(err, errlen, "%s: admin.listen is set but admin.token "
 		    "is not: the admin API needs a bearer token (or set "
-		    "listen = \"\" to turn it off)", c->path);
+		    "listen = \"\" to turn it off)", conf_key_at(c, "admin",
+		    "listen", at, sizeof(at)));
 		return -1;
 	}
 	if (c->admin.token != NULL && strlen(c->admin.token) <
 	    CONF_TOKEN_MIN) {
 		snprintf(err, errlen, "%s: admin.token is shorter than %d "
-		    "characters", c->path, CONF_TOKEN_MIN);
+		    "characters", conf_key_at(c, "admin", "token", at,
+		    sizeof(at)), CONF_TOKEN_MIN);
 		return -1;
 	}
 	return 0;

@@ -122,6 +122,11 @@ int		 conf_section_line(const char *section, const char *title);
 /* The line of "KEY =" in that section of the file being parsed, or 0. */
 int		 conf_key_line(const char *section, const char *title,
 		    const char *key);
+/* "FILE:LINE" in buf (len bytes) for an error about SECTION.KEY found
+ * once the file is read (an untitled section): the key's line, else the
+ * section's, else just FILE.  Returns buf. */
+const char	*conf_key_at(const struct conf *c, const char *section,
+		    const char *key, char *buf, size_t len);
 /* A validate callback: opt's value is "" or an http:// or https:// URL. */
 int		 conf_check_url(struct cfg_t *, struct cfg_opt_t *);
 

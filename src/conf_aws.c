@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,7 +156,8 @@ conf_aws_fill(struct cfg_t *cfg, struct conf *c)
 int
 conf_aws_check(struct conf *c, char *err, size_t errlen)
 {
-	const char	*v;
+	const char	*v, *key = NULL;	/* aws.KEY the error is about */
+	char		 at[PATH_MAX + 16];
 	int		 need_aws, i;
 
 	/* AWS settings matter only when some worker talks to AWS: the
@@ -176,29 +178,41 @@ conf_aws_check(struct conf *c, char *err, size_t errlen)
 		    "AWS_DEFAULT_REGION is in the environment, the profile sets "
 		    "none and instance metadata is off (AWS_EC2_METADATA_"
 		    "DISABLED)";
-	else if (c->aws.duration_seconds != 0 && c->aws.role_arn == NULL)
+	else if (c->aws.duration_seconds != 0 && c->aws.role_arn == NULL) {
 		v = "aws.duration_seconds needs aws.role_arn";
-	else if (c->aws.duration_seconds != 0 && (c->aws.duration_seconds <
-	    CREDS_DURATION_MIN || c->aws.duration_seconds > CREDS_DURATION_MAX))
+		key = "duration_seconds";
+	} else if (c->aws.duration_seconds != 0 && (c->aws.duration_seconds <
+	    CREDS_DURATION_MIN || c->aws.duration_seconds >
+	    CREDS_DURATION_MAX)) {
 		v = "aws.duration_seconds must be 900 to 43200 (STS "
 		    "DurationSeconds)";
-	else if (c->aws.role_arn == NULL && (c->aws.external_id != NULL ||
-	    c->aws.role_session_name != NULL))
+		key = "duration_seconds";
+	} else if (c->aws.role_arn == NULL && (c->aws.external_id != NULL ||
+	    c->aws.role_session_name != NULL)) {
 		v = "aws.external_id and aws.role_session_name need "
 		    "aws.role_arn";
-	else if (c->aws.role_arn != NULL && strncmp(c->aws.role_arn, "arn:",
-	    4) != 0)
+		key = c->aws.external_id != NULL ? "external_id" :
+		    "role_session_name";
+	} else if (c->aws.role_arn != NULL && strncmp(c->aws.role_arn,
+	    "arn:", 4) != 0) {
 		v = "aws.role_arn is not an ARN (arn:aws:iam::ACCOUNT:role/NAME)";
-	else if (c->aws.role_session_name != NULL &&
-	    !conf_aws_name_ok(c->aws.role_session_name, 2, 64, "+=,.@-"))
+		key = "role_arn";
+	} else if (c->aws.role_session_name != NULL &&
+	    !conf_aws_name_ok(c->aws.role_session_name, 2, 64, "+=,.@-")) {
 		v = "aws.role_session_name must be 2 to 64 letters, digits or "
 		    "+=,.@-_ (STS)";
-	else if (c->aws.external_id != NULL &&
-	    !conf_aws_name_ok(c->aws.external_id, 2, 1224, "+=,.@:/-"))
+		key = "role_session_name";
+	} else if (c->aws.external_id != NULL &&
+	    !conf_aws_name_ok(c->aws.external_id, 2, 1224, "+=,.@:/-")) {
 		v = "aws.external_id must be 2 to 1224 letters, digits or "
 		    "+=,.@:/-_ (STS)";
+		key = "external_id";
+	}
+	/* The line of the key, when it is one of the file's (the role may
+	 * come from the environment too: then the section's line). */
 	if (v != NULL) {
-		snprintf(err, errlen, "%s: %s", c->path, v);
+		snprintf(err, errlen, "%s: %s", key != NULL ? conf_key_at(c,
+		    "aws", key, at, sizeof(at)) : c->path, v);
 		return -1;
 	}
 	/* The value is not shown: it may be anything, of any length. */
@@ -206,7 +220,9 @@ conf_aws_check(struct conf *c, char *err, size_t errlen)
 	    !creds_region_ok(c->aws.region, strlen(c->aws.region))) {
 		snprintf(err, errlen, "%s: the region %s is not a region name "
 		    "(1 to 32 lower-case letters, digits and '-', such as "
-		    "us-east-1)", c->path, c->aws.region_from);
+		    "us-east-1)", strcmp(c->aws.region_from,
+		    "from aws.region") == 0 ? conf_key_at(c, "aws", "region",
+		    at, sizeof(at)) : c->path, c->aws.region_from);
 		return -1;
 	}
 	return need_aws ? conf_aws_check_creds(c, err, errlen) : 0;

@@ -129,25 +129,6 @@ nomem:
 	return -1;
 }
 
-/* "FILE:LINE" of relay.KEY, checked once the file is read: the key's
- * line, or the relay section's if the key is not in the file, or just
- * FILE. */
-static const char *
-conf_dest_relay_at(const struct conf *c, const char *key, char *buf,
-    size_t len)
-{
-	int	line = conf_key_line("relay", NULL, key);
-
-	if (line == 0)
-		line = conf_section_line("relay", NULL);
-
-	if (line > 0)
-		snprintf(buf, len, "%s:%d", c->path, line);
-	else
-		snprintf(buf, len, "%s", c->path);
-	return buf;
-}
-
 /*
  * A publish must end inside its claim's lease, so rows still waiting for
  * the sink at lease - timeout are not published (relay.c).  Half the
@@ -173,7 +154,7 @@ conf_dest_lease(cfg_t *cfg, const struct conf *c, int legacy, char *err,
 		    "timeout")) > 0)
 			snprintf(at, sizeof(at), "%s:%d", c->path, line);
 		else
-			conf_dest_relay_at(c, "lease", at, sizeof(at));
+			conf_key_at(c, "relay", "lease", at, sizeof(at));
 		if (i == legacy)
 			snprintf(err, errlen, "%s: relay.lease (%ld ms) must be "
 			    "at least twice the sink's timeout (%s = %ld ms): a "
@@ -310,7 +291,7 @@ conf_dest_fill(cfg_t *cfg, struct conf *c, char *err, size_t errlen)
 			    "\"%s\": no destination of that name (a destination "
 			    "%s {} section, or \"%s\" when relay.sink with sqs "
 			    "{} or webhook {} makes it)",
-			    conf_dest_relay_at(c, "default_destination", at,
+			    conf_key_at(c, "relay", "default_destination", at,
 			    sizeof(at)), def, def,
 			    CONF_LEGACY_DESTINATION);
 			return -1;

@@ -272,6 +272,24 @@ test_bad_files(void **state)
 	    "host:port");
 	expect_error("database = \"x\"\nhttp { listen = \"h:99999\" }\n", 2,
 	    "host:port");
+	/* brackets hold an IPv6 address */
+	expect_error("database = \"x\"\nhttp { listen = \"[zz]:80\" }\n", 2,
+	    "listen = \"[zz]:80\": expected \"host:port\"");
+	/* checks made once the file is read, at their key's line */
+	expect_error("database = \"x\"\nconsumer { workers = 0 }\n"
+	    "relay { workers = 0 }\nadmin {\n\tlisten = \"127.0.0.1:1\"\n"
+	    "\ttoken = \"short\"\n}\n", 6,
+	    "admin.token is shorter than 16 characters");
+	expect_error("database = \"x\"\nconsumer { workers = 0 }\n"
+	    "relay { workers = 0 }\nadmin {\n\tlisten = \"127.0.0.1:1\"\n}\n",
+	    5, "admin.listen is set but admin.token is not");
+	expect_error("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n"
+	    "aws {\n\taccess_key_id = \"a\"\n\tsecret_access_key = \"s\"\n"
+	    "\tregion = \"Not_A_Region\"\n}\n", 6, "the region from "
+	    "aws.region is not a region name");
+	expect_error("database = \"x\"\nsqs { queue_url = \"http://h/0/q\" }\n"
+	    "aws {\n\tregion = \"us-east-1\"\n\trole_arn = \"nope\"\n}\n", 5,
+	    "aws.role_arn is not an ARN");
 	expect_error("database = \"x\"\nconsumer { wait_time = 21 }\n", 2,
 	    "wait_time");
 	expect_error("database = \"x\"\nlog_level = \"loud\"\n", 2,
@@ -853,6 +871,10 @@ test_dest_bad(void **state)
 	expect_error(DAWS "destination h {\n\turl = \"h/x\"\n}\n", 5,
 	    "destination h: url: expected an http:// or https:// URL");
 	/* the scheme is right, but libcurl could not send there */
+	expect_error(DAWS "destination h {\n\turl = \"http:///x\"\n}\n", 5,
+	    "destination h: url: not a URL libcurl can use: No host part");
+	expect_error(DAWS "destination h {\n\turl = \"http://h:0/x\"\n}\n",
+	    5, "destination h: url: not a URL libcurl can use: port 0");
 	expect_error(DAWS "destination h {\n\turl = \"http://\"\n}\n", 5,
 	    "destination h: url: not a URL libcurl can use: No host part");
 	expect_error(DAWS "destination h {\n\turl = "
