@@ -377,7 +377,7 @@ consumer_put_done(const struct aws_result *res, void *arg)
 		job->done = 1;
 		metrics_consumer(METRICS_CONSUMER_PROCESSED);
 		log_kv(LOG_LEVEL_DEBUG, kv, "order fulfilled");
-		log_limit_end(&consumer_put_limit, "PutItem");
+		log_limit_end(&consumer_put_limit, NULL, "PutItem");
 	} else if (res->error_type != NULL &&
 	    strcmp(res->error_type, "ConditionalCheckFailedException") == 0) {
 		/* An earlier delivery wrote it. */

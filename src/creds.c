@@ -306,7 +306,7 @@ creds_done(const struct creds_got *got, const char *err)
 	cs.expiration = got->expiration;
 	cs.failures = 0;
 	cs.why[0] = '\0';
-	log_limit_end(&cs.limit, "AWS credentials");
+	log_limit_end(&cs.limit, NULL, "AWS credentials");
 	if (cs.expiration != 0) {
 		life = cs.expiration - now;
 		ms = (long)(life - (life / 3 < CREDS_MARGIN_S ? life / 3 :

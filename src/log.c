@@ -419,17 +419,17 @@ log_limited_kv(struct log_limit *rl, int level, const char *const *kv,
 }
 
 void
-log_limit_end(struct log_limit *rl, const char *what)
+log_limit_end(struct log_limit *rl, const char *const *kv, const char *what)
 {
 	if (rl->next == 0)
 		return;
 	/* Said even when nothing was held back: a reader who saw the
 	 * failure line must also see that it is over. */
 	if (rl->suppressed > 0)
-		log_info("%s works again; %u more failure line(s) were not "
-		    "logged", what, rl->suppressed);
+		log_kv(LOG_LEVEL_INFO, kv, "%s works again; %u more failure "
+		    "line(s) were not logged", what, rl->suppressed);
 	else
-		log_info("%s works again", what);
+		log_kv(LOG_LEVEL_INFO, kv, "%s works again", what);
 	rl->next = 0;
 	rl->suppressed = 0;
 }

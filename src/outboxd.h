@@ -344,8 +344,10 @@ void		 log_limited_kv(struct log_limit *, int level,
 		    const char *const *kv, const char *, ...)
 		    OUTBOXD_PRINTF(4, 5);
 /* The trouble is over: if lines were held back, say how many (info), and
- * start again with the next failure written at once. */
-void		 log_limit_end(struct log_limit *, const char *what);
+ * start again with the next failure written at once.  kv: the line's own
+ * fields as log_kv's (the destination of a sink's limit), or NULL. */
+void		 log_limit_end(struct log_limit *, const char *const *kv,
+		    const char *what);
 /* A worker is exiting: count the lines every limit still holds back in
  * one info line (their counts would otherwise be lost), and forget every
  * limit.  proc_worker_done() calls it. */

@@ -412,10 +412,10 @@ relay_fail_record(struct relay *r, const struct relay_chunk *ch, int i)
 	const char		*p[4];
 	PGresult		*res;
 	int			 attempts = m->attempts + 1;
-	/* NULL for a row naming a destination outbox.conf lacks: its
-	 * error names the row's. */
+	/* "(other)" for a row naming a destination outbox.conf lacks, as
+	 * in the metrics: its error names the row's. */
 	const char		*dest = ch->dest->t.dest != NULL ?
-				    ch->dest->t.dest->name : NULL;
+				    ch->dest->t.dest->name : "(other)";
 
 	snprintf(claim, sizeof(claim), "%" PRId64, ch->claim);
 	snprintf(id, sizeof(id), "%" PRId64, m->id);
@@ -431,7 +431,7 @@ relay_fail_record(struct relay *r, const struct relay_chunk *ch, int i)
 		 * order survives. */
 		log_kv(LOG_LEVEL_ERROR, (const char *[]){
 		    "outbox_id", id, "ordering_key", m->key,
-		    dest != NULL ? "destination" : NULL, dest, NULL },
+		    "destination", dest, NULL },
 		    "publish failed after %d attempt(s)%s: %s",
 		    attempts, m->outcome == SINK_REJECTED ?
 		    " (permanent error)" : "", err);
@@ -445,7 +445,7 @@ relay_fail_record(struct relay *r, const struct relay_chunk *ch, int i)
 		snprintf(delay, sizeof(delay), "%ld", wait);
 		log_kv(LOG_LEVEL_DEBUG, (const char *[]){
 		    "outbox_id", id, "ordering_key", m->key,
-		    dest != NULL ? "destination" : NULL, dest, NULL },
+		    "destination", dest, NULL },
 		    "attempt %d failed, retry in %s ms: %s", attempts,
 		    delay, err);
 		p[3] = delay;

@@ -141,8 +141,8 @@ relay_wal_finish(struct relay_wal *w, struct wal_ev *ev)
 		snprintf(id, sizeof(id), "%" PRId64, ev->m.id);
 		log_kv(LOG_LEVEL_ERROR, (const char *[]){ ev->row > 0 ?
 		    "outbox_id" : "message_lsn", id, "ordering_key",
-		    ev->m.key, ev->dest != NULL ? "destination" : NULL,
-		    ev->dest != NULL ? ev->dest->t.dest->name : NULL, NULL },
+		    ev->m.key, "destination", ev->dest != NULL ?
+		    ev->dest->t.dest->name : "(other)", NULL },
 		    "publish failed after %d attempt(s)%s: "
 		    "%s%s", ev->m.attempts, ev->m.outcome == SINK_REJECTED ?
 		    " (permanent error)" : "", ev->m.error != NULL ?

@@ -92,6 +92,8 @@ check_eq "5 deliveries at the webhook" 5 "$(hooks_got)"
 check "hooks deliveries carry the row's header" jq -e -s '[.[] | select(.path == "/hooks" and .headers["x-trace"] == "t-1" and .sig_ok)] | length == 5' "$REC"
 check_eq "the row naming \"hookz\" is failed" failed "$(sql "SELECT status FROM outbox WHERE id = $typo")"
 check "  ... saying it is not in outbox.conf" grep -q 'destination "hookz" is not in outbox.conf' <<<"$(sql "SELECT last_error FROM outbox WHERE id = $typo")"
+check "  ... and its log line says destination=\"(other)\", as the metrics" \
+	grep -qE "publish failed after 1 attempt\\(s\\) \\(permanent error\\): destination \\\\\"hookz\\\\\" is not in outbox.conf.* outbox_id=$typo .*destination=\"?\\(other\\)" "$OUTBOXD_LOG"
 admin GET /outbox/failed
 check "GET /outbox/failed names the row's destination (hookz)" \
 	jq_true "[.rows[] | select(.id == $typo and .destination == \"hookz\")] | length == 1" "$HTTP_BODY"

@@ -175,8 +175,8 @@ check "5: the timeout was logged as a retry" \
 # back, and counted when the 200 after it came
 check_eq "warnings 'webhook: N of M deliveries failed' in the log" 3 \
 	"$(grep -c 'webhook: 1 of 1 deliveries failed' "$OUTBOXD_LOG" || true)"
-check "the 429's warning counted in 'works again'" \
-	grep -q 'msg="webhook delivery works again; 1 more failure line(s) were not logged"' "$OUTBOXD_LOG"
+check "the 429's warning counted in 'works again', with the destination" \
+	grep -q 'msg="webhook delivery works again; 1 more failure line(s) were not logged".* destination=default' "$OUTBOXD_LOG"
 check_eq "no request with a bad signature" 0 "$(jq -s 'map(select(.sig_ok | not)) | length' "$REC")"
 check_eq "outbox rows sent / failed / pending" "4/1/0" \
 	"$(sql "SELECT count(*) FILTER (WHERE status = 'sent') || '/' || count(*) FILTER (WHERE status = 'failed') || '/' || count(*) FILTER (WHERE status = 'pending') FROM outbox")"

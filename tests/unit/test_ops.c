@@ -599,19 +599,19 @@ test_log_json_and_limit(void **state)
 	text = slurp(path);
 	assert_non_null(strstr(text, "broker down 4 (2 more like it were not logged)"));
 	log_limited(&rl, LOG_LEVEL_WARN, "broker down %d", 5);
-	log_limit_end(&rl, "SendMessageBatch");
+	log_limit_end(&rl, NULL, "SendMessageBatch");
 	text = slurp(path);
 	assert_non_null(strstr(text, "SendMessageBatch works again; 1 more"));
 	/* the end is said even when no line was held back */
 	assert_int_equal(truncate(path, 0), 0);
 	log_limited(&rl, LOG_LEVEL_WARN, "broker down %d", 6);
-	log_limit_end(&rl, "PutItem");
+	log_limit_end(&rl, NULL, "PutItem");
 	text = slurp(path);
 	assert_non_null(strstr(text, "PutItem works again\""));
 	assert_null(strstr(text, "more failure line"));
-	log_limit_end(&rl, "PutItem");	/* no failure since: silent */
+	log_limit_end(&rl, NULL, "PutItem");	/* no failure since: silent */
 	assert_int_equal(truncate(path, 0), 0);
-	log_limit_end(&rl, "PutItem");
+	log_limit_end(&rl, NULL, "PutItem");
 	text = slurp(path);
 	assert_null(strstr(text, "works again"));
 	assert_int_equal(log_format_parse("json"), LOG_FORMAT_JSON);
