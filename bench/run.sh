@@ -289,19 +289,28 @@ if want b1 || want keys; then
 fi
 
 if want b2; then
-  for sink in sqs http; do
-    for rel in 1 4; do
-      for r in $(seq "$REPS"); do
-        say "outboxd: B2 drain to $sink, $rel relay(s) ($r/$REPS)"
-        ob_do impl_reset >/dev/null
-        ob env OB_SINK=$sink LABEL=$sink B2_RELAYS=$rel B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
-      done
-    done
-  done
-  # The same rows spread over three destinations in turn: the queue (the
-  # default), an SNS topic with no subscriber, the nginx 204 sink.
+  # SQS alone, SNS alone (a topic with no subscriber), the nginx 204 sink
+  # alone, and the same rows spread over the three in turn, back to back in
+  # each repetition: the machine's rate drifts by a quarter between parts
+  # of one run, and the spread drain against SQS alone is issue 26's
+  # figure (against the three alone, what bounds it).  2 relays is the
+  # default configuration.
   OB_SNS_TOPIC=$(/usr/bin/python3 "$ROOT/tests/lib/sns-setup.py" --endpoint "$OB_SQS_ENDPOINT" \
     topic bench-events) || die "CreateTopic bench-events failed"
+  for rel in 1 2 4; do
+    for r in $(seq "$REPS"); do
+      for sink in sqs sns http; do
+        say "outboxd: B2 drain to $sink, $rel relay(s) ($r/$REPS)"
+        ob_do impl_reset >/dev/null
+        ob env OB_SINK=$sink OB_SNS_TOPIC="$OB_SNS_TOPIC" LABEL=$sink B2_RELAYS=$rel \
+          B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
+      done
+      say "outboxd: B2 drain to sqs + sns + http, $rel relay(s) ($r/$REPS)"
+      ob_do impl_reset >/dev/null
+      ob env OB_SINK=multi OB_SNS_TOPIC="$OB_SNS_TOPIC" LABEL=multi B2_RELAYS=$rel \
+        B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
+    done
+  done
   # To the Google Pub/Sub stand-in of the tests (no emulator can be
   # installed here), in its emulator mode (PUBSUB_EMULATOR_HOST: no token):
   # a Python server, so this measures it more than outboxd.
@@ -321,14 +330,6 @@ if want b2; then
       B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
   done
   kill "$PS_PID" 2>/dev/null || true
-  for rel in 1 4; do
-    for r in $(seq "$REPS"); do
-      say "outboxd: B2 drain to sqs + sns + http, $rel relay(s) ($r/$REPS)"
-      ob_do impl_reset >/dev/null
-      ob env OB_SINK=multi OB_SNS_TOPIC="$OB_SNS_TOPIC" LABEL=multi B2_RELAYS=$rel \
-        B2_MAX_S=$OB_B2_MAX_S ./b2-drain.sh
-    done
-  done
 fi
 
 if want b3; then

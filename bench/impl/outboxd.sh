@@ -18,11 +18,11 @@
 #   OB_RUN              pid file, configuration, logs          (/tmp/peers-run/outboxd)
 #   OB_HTTP_WORKERS OB_RELAYS OB_CONSUMERS   impl_up's counts (2 2 1: the shipped defaults)
 #   OB_DB_CONNECTIONS   http.db_connections                   (unset: default 1)
-#   OB_SINK             sqs | http | multi                    (sqs)
+#   OB_SINK             sqs | sns | http | multi              (sqs)
 #   OB_SINK_URL OB_WEBHOOK_SECRET   for OB_SINK=http and multi
 #   OB_SINK=pubsub      every row to a Pub/Sub destination (project "bench-project", topic
 #                       "events") at PUBSUB_EMULATOR_HOST, the default
-#   OB_SNS_TOPIC        the SNS topic ARN for OB_SINK=multi: B2's rows go in turn to the
+#   OB_SNS_TOPIC        the SNS topic ARN for OB_SINK=sns (every row) and multi: B2's rows go in turn to the
 #                       queue (the default destination), the topic ("topic") and the
 #                       HTTP sink ("hook")
 #   OB_POLL_INTERVAL OB_BATCH_SIZE  relay settings            (unset: defaults 1000, 10)
@@ -117,6 +117,7 @@ _ob_conf() { # FILE HTTP RELAYS CONSUMERS
     elif [ -n "${OB_HANDOFF:-}" ]; then echo "  handoff = $OB_HANDOFF"; fi
     case $sink in
     multi) ;;
+    sns) echo "  default_destination = \"topic\"" ;;
     pubsub) echo "  default_destination = \"events\"" ;;
     *) echo "  sink = \"$sink\"" ;;
     esac
@@ -128,12 +129,14 @@ _ob_conf() { # FILE HTTP RELAYS CONSUMERS
       echo "  topic = \"events\""
       echo "}"
     fi
-    if [ "$sink" = multi ]; then
+    if [ "$sink" = multi ] || [ "$sink" = sns ]; then
       echo "sns { endpoint_url = \"$OB_SQS_ENDPOINT\" }"
       echo "destination topic {"
       echo "  sink = \"sns\""
-      echo "  topic_arn = \"${OB_SNS_TOPIC:?OB_SNS_TOPIC is needed with OB_SINK=multi}\""
+      echo "  topic_arn = \"${OB_SNS_TOPIC:?OB_SNS_TOPIC is needed with OB_SINK=sns and multi}\""
       echo "}"
+    fi
+    if [ "$sink" = multi ]; then
       echo "destination hook {"
       echo "  sink = \"http\""
       echo "  url = \"${OB_SINK_URL:?OB_SINK_URL is needed with OB_SINK=multi}\""
