@@ -148,10 +148,16 @@ conf_dest_lease(cfg_t *cfg, const struct conf *c, int legacy, char *err,
 		d = &c->destinations[i];
 		if (c->relay.lease >= 2 * d->timeout)
 			continue;
-		/* The line of whichever of the two was written. */
-		if (i != legacy && conf_key_line("relay", NULL, "lease") == 0 &&
-		    (line = conf_key_line("destination", d->name,
-		    "timeout")) > 0)
+		/* The line of whichever of the two was written: relay.lease,
+		 * else the destination's timeout (for the legacy one,
+		 * relay.timeout or webhook.timeout). */
+		line = 0;
+		if (conf_key_line("relay", NULL, "lease") == 0)
+			line = i != legacy ? conf_key_line("destination",
+			    d->name, "timeout") : conf_key_line(c->relay.sink ==
+			    CONF_SINK_HTTP ? "webhook" : "relay", NULL,
+			    "timeout");
+		if (line > 0)
 			snprintf(at, sizeof(at), "%s:%d", c->path, line);
 		else
 			conf_key_at(c, "relay", "lease", at, sizeof(at));

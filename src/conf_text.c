@@ -501,10 +501,10 @@ conf_find_section(const char *buf, const char *section, const char *title)
 }
 
 /*
- * The line of "KEY =" directly inside that section, or 0.  For checks
- * made once the whole file is read (a name that no section defines, two
- * keys that must agree), which libconfuse would report at the line it
- * stopped on.
+ * The line of "KEY =" directly inside that section, the last one if it is
+ * set twice (libconfuse keeps the last value), or 0.  For checks made once
+ * the whole file is read (a name that no section defines, two keys that
+ * must agree), which libconfuse would report at the line it stopped on.
  */
 int
 conf_find_key(const char *buf, const char *section, const char *title,
@@ -512,7 +512,7 @@ conf_find_key(const char *buf, const char *section, const char *title,
 {
 	const char	*p, *w;
 	size_t		 n = strlen(key);
-	int		 line, depth = 0;
+	int		 line, depth = 0, found = 0;
 
 	if ((p = conf_section_scan(buf, section, title, &line)) == NULL)
 		return 0;
@@ -524,7 +524,7 @@ conf_find_key(const char *buf, const char *section, const char *title,
 			p = conf_skip_quoted(p, &line);
 		} else if (*p == '{' || *p == '}') {
 			if ((depth += *p++ == '{' ? 1 : -1) == 0)
-				return 0;
+				return found;
 		} else if (!CONF_IS_WORD(*p)) {
 			p++;
 		} else {
@@ -536,10 +536,10 @@ conf_find_key(const char *buf, const char *section, const char *title,
 			for (; *p == ' ' || *p == '\t'; p++)
 				;
 			if (*p == '=')
-				return line;
+				found = line;
 		}
 	}
-	return 0;
+	return found;
 }
 
 /*

@@ -232,9 +232,19 @@ log_escape(char *buf, size_t off, size_t len, const char *s, int json)
 			buf[off++] = 'n';
 		} else if (json && (c < 0x20 || c == 0x7f))
 			off += snprintf(buf + off, len - off, "\\u%04x", c);
-		else if (c < 0x20)
+		else if (c < 0x20 || c == 0x7f)
 			buf[off++] = ' ';
-		else if ((n = log_utf8_put(buf, off, len, keep, &s)) != 0)
+		else if (c == 0xc2 && (unsigned char)s[1] >= 0x80 &&
+		    (unsigned char)s[1] <= 0x9f) {
+			/* The C1 controls, U+0080..U+009F: U+009B begins a
+			 * terminal's control sequence, as ESC [ does. */
+			if (json)
+				off += snprintf(buf + off, len - off,
+				    "\\u%04x", (unsigned char)s[1]);
+			else
+				buf[off++] = ' ';
+			s++;
+		} else if ((n = log_utf8_put(buf, off, len, keep, &s)) != 0)
 			off = n;
 		else
 			break;

@@ -121,17 +121,25 @@ ctl_age(char *buf, size_t len, double s)
 		snprintf(buf, len, "%ld d %ld h", n / 86400, n % 86400 / 3600);
 }
 
-/* One line of a table cell: control characters become spaces and long
- * text is cut with "...". */
+/* One line of a table cell: control characters (C0, DEL and the C1
+ * controls U+0080..U+009F, which a terminal acts on) become spaces and
+ * long text is cut with "...". */
 static void
 ctl_cell(char *buf, size_t len, const char *s, size_t width)
 {
 	size_t	i, o = 0;
+	int	c1;
 
 	if (s == NULL)
 		s = "-";
-	for (i = 0; s[i] != '\0' && o + 1 < len && o < width; i++)
-		buf[o++] = (unsigned char)s[i] < 0x20 ? ' ' : s[i];
+	for (i = 0; s[i] != '\0' && o + 1 < len && o < width; i++) {
+		c1 = (unsigned char)s[i] == 0xc2 &&
+		    (unsigned char)s[i + 1] >= 0x80 &&
+		    (unsigned char)s[i + 1] <= 0x9f;
+		buf[o++] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f || c1 ?
+		    ' ' : s[i];
+		i += c1;
+	}
 	if (s[i] != '\0' && o >= 3 && o < len) {
 		/* do not cut a UTF-8 sequence in two */
 		o -= 3;

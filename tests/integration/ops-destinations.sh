@@ -304,3 +304,18 @@ check "  ... no metric" bash -c "! grep -qF '$SECRET' '$M.6'"
 check "  ... no admin answer" bash -c "! grep -qF '$SECRET' <<<'$HTTP_BODY' && ! grep -qF '$SECRET' '$T_DIR/status.json'"
 check "no counter went backwards" counters_not_backwards "$M.0" "$M.6"
 check "the last exposition passes promtool" promtool_ok "$M.6"
+
+# ---- control characters reach no terminal raw ------------------------------
+# A failed row whose key and destination hold DEL and C1 controls (U+009B
+# begins a terminal's control sequence; the name as a row written with the
+# schema's triggers off would have it): outboxctl's tables and the log show
+# them as spaces.
+sql "ALTER TABLE outbox DISABLE TRIGGER outbox_check_row" >/dev/null
+sql "INSERT INTO outbox (event_type, ordering_key, payload, destination, status, last_error)
+	VALUES ('t.ctl', E'ctl\\x7f\\u009b[2Jkey', '{}', E'd\\u0085\\u009b[31mX\\x7f', 'failed', 'by hand')" >/dev/null
+sql "ALTER TABLE outbox ENABLE TRIGGER outbox_check_row" >/dev/null
+ctl failed >"$T_DIR/ctl.ctrl" 2>&1 || true
+ctl status >>"$T_DIR/ctl.ctrl" 2>&1 || true
+check "outboxctl failed and status: the row's key, spaced ('ctl  [2Jkey')" grep -qF 'ctl  [2Jkey' "$T_DIR/ctl.ctrl"
+check "  ... no DEL and no C1 control in their output" \
+	bash -c '! LC_ALL=C grep -qP "\x7f|\xc2[\x80-\x9f]" "$1"' _ "$T_DIR/ctl.ctrl"

@@ -305,9 +305,10 @@ test_bad_files(void **state)
 	 * free request need their share of the lease too. */
 	expect_error("database = \"x\"\nrelay { lease = 5000 timeout = 3000 }\n"
 	    AWSOK, 2, "at least twice the sink's timeout (relay.timeout");
+	/* at webhook.timeout's line: relay.lease is not written */
 	expect_error("database = \"x\"\nrelay { sink = \"http\" }\n"
 	    "webhook { url = \"http://h/\" secret = \"s\" timeout = 20000 }\n",
-	    2, "(webhook.timeout = 20000 ms)");
+	    3, "(webhook.timeout = 20000 ms)");
 	expect_error("database = \"x\"\n", 0, "sqs.queue_url is not set");
 	expect_error("database = \"x\"\nrelay { sink = \"http\" }\n", 0,
 	    "webhook.url");
@@ -922,6 +923,16 @@ test_dest_bad(void **state)
 	    "relay.default_destination = \"nope\": no destination");
 	expect_error(DAWS "relay {\n\tworkers = 1\n\tlease = 3000\n}\n"
 	    DSQS("default"), 6, "relay.lease (3000 ms) must be at least twice");
+	/* set twice: libconfuse keeps the last, the error is at its line */
+	expect_error(DAWS "relay {\n\tlease = 30000\n\tworkers = 1\n"
+	    "\tlease = 3000\n}\n" DSQS("default"), 7, "relay.lease (3000 ms)");
+	/* the legacy destination's timeout: relay.timeout's own line */
+	expect_error("database = \"x\"\nconsumer { workers = 0 }\n"
+	    "sqs { queue_url = \"http://h/0/q\" }\naws { region = \"us-east-1\" "
+	    "access_key_id = \"a\" secret_access_key = \"s\" }\nrelay {\n"
+	    "\tworkers = 1\n\ttimeout = 20000\n}\n", 7, "relay.lease (30000 "
+	    "ms) must be at least twice the sink's timeout (relay.timeout = "
+	    "20000 ms)");
 	expect_error(DAWS "relay { workers = 1 }\n" DSQS("default")
 	    "destination slow {\n\tsink = \"http\"\n\turl = \"http://h/{\"\n"
 	    "\tsecret = \"s\"\n\ttimeout = 16000\n}\n", 13, "relay.lease "

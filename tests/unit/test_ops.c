@@ -585,6 +585,22 @@ test_log_json_and_limit(void **state)
 	    "note=\"two words\"\n"));
 	assert_non_null(strstr(text, "role=relay.2 pid="));
 
+	/* DEL and the C1 controls (U+009B begins a terminal's control
+	 * sequence) are never written raw; U+00A0 is no control */
+	assert_int_equal(truncate(path, 0), 0);
+	log_kv(LOG_LEVEL_INFO, (const char *[]){ "ordering_key",
+	    "k\x7f\xc2\x9b[2J\xc2\x85\xc2\xa0", NULL }, "x");
+	text = slurp(path);
+	assert_non_null(strstr(text, " ordering_key=\"k  [2J \xc2\xa0\"\n"));
+	assert_int_equal(truncate(path, 0), 0);
+	log_set_format(LOG_FORMAT_JSON);
+	log_kv(LOG_LEVEL_INFO, (const char *[]){ "ordering_key",
+	    "k\x7f\xc2\x9b[2J\xc2\xa0", NULL }, "x");
+	text = slurp(path);
+	assert_non_null(strstr(text, "\"ordering_key\":\"k\\u007f\\u009b[2J"
+	    "\xc2\xa0\""));
+	log_set_format(LOG_FORMAT_LOGFMT);
+
 	/* rate limit: one line, then a count on the next one written */
 	assert_int_equal(truncate(path, 0), 0);
 	memset(&rl, 0, sizeof(rl));
