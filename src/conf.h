@@ -127,8 +127,18 @@ int		 conf_key_line(const char *section, const char *title,
  * section's, else just FILE.  Returns buf. */
 const char	*conf_key_at(const struct conf *c, const char *section,
 		    const char *key, char *buf, size_t len);
-/* A validate callback: opt's value is "" or an http:// or https:// URL. */
+
+/* conf_value.c.  Set the validate callbacks of every key outside the
+ * destination sections and relay.mode on cfg (before the parse), and
+ * conf_dest_check.c's and conf_wal.c's. */
+void		 conf_value_validators(struct cfg_t *cfg);
+/* A validate callback: opt's value is "" or an http:// or https:// URL
+ * libcurl's URL parser takes, with a host and a port other than 0. */
 int		 conf_check_url(struct cfg_t *, struct cfg_opt_t *);
+/* Split "host:port", "[v6]:port", "*:port" or ":port" into *host (NULL:
+ * every address) and *port, both malloc'd.  0, or -1 on a malformed
+ * value. */
+int		 conf_split_listen(const char *s, char **host, char **port);
 
 /* conf_dest_check.c.  Set the validate callbacks of destination NAME {}
  * and of relay.default_destination on cfg (before the parse). */
