@@ -463,11 +463,16 @@ int		 sns_error_parse(const char *xml, size_t len,
  * "{id}.{ts}.{body}" (body = len bytes; ts = unix seconds).  The key is
  * the base64-decoded rest of a secret that starts with "whsec_" (padding
  * optional; at most 256 bytes), else the secret's own bytes.  Returns -1
- * if that base64 is not valid, the key is empty, or out is too small.
+ * if that base64 is not valid, the key is empty, or out is too small.  The
+ * keyed HMAC of the last few secrets is kept.
  */
 #define WEBHOOK_SIG_LEN		47	/* "v1," + 44 base64 characters */
 int		 webhook_sign(const char *secret, const char *id, int64_t ts,
 		    const char *body, size_t len, char *out, size_t outlen);
+/* 1 if webhook_sign() can sign with secret (its whsec_ base64 decodes to
+ * a key of 1 to 256 bytes, or it is a non-empty string), else 0.  Keeps
+ * nothing of it. */
+int		 webhook_secret_ok(const char *secret);
 /* What a webhook answer with this HTTP status means: 2xx SINK_SENT; 408,
  * 429, 5xx and 0 (no answer) SINK_RETRY; anything else, 3xx included
  * (redirects are not followed), SINK_REJECTED. */

@@ -30,13 +30,17 @@
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/params.h>
 
 #include "outboxd.h"
 #include "broker.h"
 
 #define WEBHOOK_SECRET_PREFIX	"whsec_"
 #define WEBHOOK_KEY_MAX		256	/* bytes of a decoded whsec_ key */
+/* "{id}.{timestamp}." of the signed content on the stack: an outbox id */
+#define WEBHOOK_HEAD_MAX	128
 #define WEBHOOK_ANSWER_MAX	200	/* bytes of an answer kept in errors */
 #define WEBHOOK_DEFAULT_TIMEOUT	10000L	/* ms, if the conf gives none */
 #define WEBHOOK_B64		"ABCDEFGHIJKLMNOPQRSTUVWXYZ" \
@@ -106,57 +110,130 @@ webhook_key_decode(const char *b64in, unsigned char *key, size_t keysize)
 	return (n - (int)pad);
 }
 
+/* The HMAC key of a secret into key (WEBHOOK_KEY_MAX bytes): the decoded
+ * base64 after "whsec_", else the secret's own bytes (*k points at
+ * either).  Its length, or -1. */
+static int
+webhook_key(const char *secret, unsigned char *key, const unsigned char **k)
+{
+	const size_t	plen = sizeof(WEBHOOK_SECRET_PREFIX) - 1;
+	size_t		len;
+
+	if (strncmp(secret, WEBHOOK_SECRET_PREFIX, plen) == 0) {
+		*k = key;
+		return webhook_key_decode(secret + plen, key, WEBHOOK_KEY_MAX);
+	}
+	/* Any length: HMAC hashes a key longer than a block. */
+	len = strlen(secret);
+	*k = (const unsigned char *)secret;
+	return len > INT_MAX ? -1 : (int)len;
+}
+
+/*
+ * A keyed HMAC-SHA256 per secret, made once and copied for each message:
+ * OpenSSL 3's one-shot HMAC() looks the MAC and the digest up by name on
+ * every call, which cost more than the hash of a webhook's body.  A few
+ * secrets are kept (a relay has one per webhook destination); the copy of
+ * a secret that is let go is cleansed.
+ */
+#define WEBHOOK_MACS	4
+static struct webhook_mac {
+	char		*secret;
+	EVP_MAC_CTX	*ctx;		/* keyed, never updated itself */
+} webhook_macs[WEBHOOK_MACS];
+static int	 webhook_mac_next;
+static EVP_MAC	*webhook_hmac;
+
+static EVP_MAC_CTX *
+webhook_mac(const char *secret)
+{
+	unsigned char		 key[WEBHOOK_KEY_MAX];
+	const unsigned char	*k;
+	struct webhook_mac	*w;
+	OSSL_PARAM		 params[2];
+	int			 i, keylen;
+
+	for (i = 0; i < WEBHOOK_MACS; i++)
+		if (webhook_macs[i].secret != NULL &&
+		    strcmp(webhook_macs[i].secret, secret) == 0)
+			return webhook_macs[i].ctx;
+	if ((keylen = webhook_key(secret, key, &k)) <= 0)
+		return NULL;
+	if (webhook_hmac == NULL &&
+	    (webhook_hmac = EVP_MAC_fetch(NULL, "HMAC", NULL)) == NULL) {
+		OPENSSL_cleanse(key, sizeof(key));
+		return NULL;
+	}
+	w = &webhook_macs[webhook_mac_next];
+	webhook_mac_next = (webhook_mac_next + 1) % WEBHOOK_MACS;
+	if (w->secret != NULL)
+		OPENSSL_clear_free(w->secret, strlen(w->secret));
+	EVP_MAC_CTX_free(w->ctx);
+	params[0] = OSSL_PARAM_construct_utf8_string("digest", "SHA256", 0);
+	params[1] = OSSL_PARAM_construct_end();
+	if ((w->ctx = EVP_MAC_CTX_new(webhook_hmac)) == NULL ||
+	    EVP_MAC_init(w->ctx, k, (size_t)keylen, params) != 1 ||
+	    (w->secret = strdup(secret)) == NULL) {
+		EVP_MAC_CTX_free(w->ctx);
+		w->ctx = NULL;
+		w->secret = NULL;
+	}
+	OPENSSL_cleanse(key, sizeof(key));
+	return w->ctx;
+}
+
+int
+webhook_secret_ok(const char *secret)
+{
+	unsigned char		 key[WEBHOOK_KEY_MAX];
+	const unsigned char	*k;
+	int			 keylen;
+
+	if (secret == NULL)
+		return 0;
+	keylen = webhook_key(secret, key, &k);
+	OPENSSL_cleanse(key, sizeof(key));
+	return keylen > 0;
+}
+
 int
 webhook_sign(const char *secret, const char *id, int64_t ts,
     const char *body, size_t len, char *out, size_t outlen)
 {
-	const size_t		 plen = sizeof(WEBHOOK_SECRET_PREFIX) - 1;
-	unsigned char		 key[WEBHOOK_KEY_MAX], mac[EVP_MAX_MD_SIZE];
-	const unsigned char	*k;
-	unsigned int		 maclen = 0;
-	char			*data;
-	int			 keylen, head;
-	size_t			 dlen;
+	unsigned char	 mac[EVP_MAX_MD_SIZE];
+	char		 buf[WEBHOOK_HEAD_MAX], *head = buf;
+	size_t		 maclen = 0;
+	EVP_MAC_CTX	*base, *ctx = NULL;
+	int		 n, ok = 0;
 
 	if (secret == NULL || id == NULL || (body == NULL && len != 0) ||
 	    out == NULL || outlen < WEBHOOK_SIG_LEN + 1)
 		return (-1);
-	if (strncmp(secret, WEBHOOK_SECRET_PREFIX, plen) == 0) {
-		keylen = webhook_key_decode(secret + plen, key, sizeof(key));
-		k = key;
-	} else {
-		/* Any length: HMAC hashes a key longer than a block. */
-		dlen = strlen(secret);
-		keylen = dlen > INT_MAX ? -1 : (int)dlen;
-		k = (const unsigned char *)secret;
-	}
-	if (keylen <= 0)
-		goto fail;
 	/* The signed content: "{id}.{timestamp}.{body}". */
-	head = snprintf(NULL, 0, "%s.%" PRId64 ".", id, ts);
-	if (head < 0 || len > SIZE_MAX - (size_t)head - 1)
-		goto fail;
-	dlen = (size_t)head + len;
-	if ((data = malloc(dlen + 1)) == NULL)
-		goto fail;
-	snprintf(data, (size_t)head + 1, "%s.%" PRId64 ".", id, ts);
-	if (len != 0)
-		memcpy(data + head, body, len);
-	if (HMAC(EVP_sha256(), k, keylen, (const unsigned char *)data, dlen,
-	    mac, &maclen) == NULL || maclen != 32) {
-		free(data);
-		goto fail;
-	}
-	free(data);
+	n = snprintf(buf, sizeof(buf), "%s.%" PRId64 ".", id, ts);
+	if (n < 0)
+		return (-1);
+	if ((size_t)n >= sizeof(buf) && ((head = malloc((size_t)n + 1)) ==
+	    NULL || snprintf(head, (size_t)n + 1, "%s.%" PRId64 ".", id,
+	    ts) != n))
+		goto done;
+	if ((base = webhook_mac(secret)) == NULL ||
+	    (ctx = EVP_MAC_CTX_dup(base)) == NULL)
+		goto done;
+	ok = EVP_MAC_update(ctx, (const unsigned char *)head, (size_t)n) ==
+	    1 && (len == 0 || EVP_MAC_update(ctx, (const unsigned char *)body,
+	    len) == 1) && EVP_MAC_final(ctx, mac, &maclen, sizeof(mac)) == 1 &&
+	    maclen == 32;
+done:
+	EVP_MAC_CTX_free(ctx);
+	if (head != buf)
+		free(head);
+	if (!ok)
+		return (-1);
 	memcpy(out, "v1,", 3);
 	/* 32 bytes -> 44 characters and a NUL. */
 	EVP_EncodeBlock((unsigned char *)out + 3, mac, (int)maclen);
-	OPENSSL_cleanse(key, sizeof(key));
 	return (0);
-
-fail:
-	OPENSSL_cleanse(key, sizeof(key));
-	return (-1);
 }
 
 enum sink_outcome

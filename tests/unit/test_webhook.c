@@ -51,6 +51,40 @@ test_reference_vector(void **state)
 	    REF_SIG);
 }
 
+/* The keyed MACs kept for a few secrets: more secrets than are kept, in
+ * turn, twice, each time the same signature; the reference vector after
+ * its secret was let go and made again; and the secret checks. */
+static void
+test_secrets_in_turn(void **state)
+{
+	char	secret[6][40], first[6][WEBHOOK_SIG_LEN + 1];
+	char	out[WEBHOOK_SIG_LEN + 1];
+	int	round, i;
+
+	(void)state;
+	for (i = 0; i < 6; i++)
+		snprintf(secret[i], sizeof(secret[i]), "raw-secret-%d", i);
+	for (round = 0; round < 2; round++)
+		for (i = 0; i < 6; i++) {
+			assert_int_equal(webhook_sign(secret[i], REF_ID, REF_TS,
+			    REF_BODY, strlen(REF_BODY), out, sizeof(out)), 0);
+			if (round == 0)
+				memcpy(first[i], out, sizeof(out));
+			else
+				assert_string_equal(out, first[i]);
+			assert_true(i == 0 || strcmp(first[i], first[i - 1]) !=
+			    0);
+		}
+	sign_ok(REF_SECRET, REF_ID, REF_TS, REF_BODY, strlen(REF_BODY),
+	    REF_SIG);
+	assert_true(webhook_secret_ok(REF_SECRET));
+	assert_true(webhook_secret_ok("plain"));
+	assert_false(webhook_secret_ok(""));
+	assert_false(webhook_secret_ok("whsec_"));
+	assert_false(webhook_secret_ok("whsec_%%%"));
+	assert_false(webhook_secret_ok(NULL));
+}
+
 static void
 test_every_input_counts(void **state)
 {
@@ -187,6 +221,7 @@ main(void)
 	const struct CMUnitTest	tests[] = {
 		cmocka_unit_test(test_reference_vector),
 		cmocka_unit_test(test_every_input_counts),
+		cmocka_unit_test(test_secrets_in_turn),
 		cmocka_unit_test(test_raw_secret),
 		cmocka_unit_test(test_long_secrets),
 		cmocka_unit_test(test_whsec_padding),
