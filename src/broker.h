@@ -337,6 +337,15 @@ void		 sink_refuse(struct outbox_msg *m, enum sink_reason reason,
 		    const char *fmt, ...) OUTBOXD_PRINTF(3, 4);
 /* The sink of a destination's sink = (enum conf_sink). */
 const struct sink *sink_of(int);
+/* A publish call to t's destination worked: log_limit_end() of its
+ * call_limit, the line saying what (the call's name) and destination=.
+ * Inline: the fuzz targets link a sink's file without sink.c. */
+static inline void
+sink_limit_end(struct sink_target *t, const char *what)
+{
+	log_limit_end(&t->call_limit, (const char *[]){ "destination",
+	    t->dest->name, NULL }, what);
+}
 /* Bytes a header counts toward a message's size at the sink (SQS and SNS
  * count an attribute's name, type "String" and value). */
 size_t		 sink_header_size(const struct outbox_header *);

@@ -163,12 +163,12 @@ const char	*conf_dest_shown(const char *v, char *buf, size_t len);
  * for an unknown kind. */
 int		 conf_dest_limits(int kind, int *max_batch, int *slots);
 
-/* conf_dest.c.  The relays' destinations from the parsed cfg: every destination NAME
- * {} section, then the one relay.sink with sqs {} / webhook {} makes
- * ("default") when it exists (outbox.conf(5), DESTINATIONS);
- * relay.default_destination; and the rules across them (relay.lease,
- * a default when POST /orders and relays both run).  0, or -1 with
- * "FILE: reason" in err. */
+/* conf_dest.c.  The relays' destinations from the parsed cfg: every
+ * destination NAME {} section, then the one relay.sink with sqs {} /
+ * webhook {} makes ("default") when it exists (outbox.conf(5),
+ * DESTINATIONS); relay.default_destination; and the rules across them
+ * (relay.lease, a default when POST /orders and relays both run).  0, or
+ * -1 with "FILE: reason" in err. */
 int		 conf_dest_fill(struct cfg_t *cfg, struct conf *c, char *err,
 		    size_t errlen);
 /* Free the destinations of c. */

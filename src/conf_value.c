@@ -210,20 +210,22 @@ conf_check_url(cfg_t *cfg, cfg_opt_t *opt)
 	const char	*why;
 	CURLU		*u;
 	CURLUcode	 rc;
-	char		*port;
+	char		*port, key[CONF_TITLE_MAX + 64];
 	size_t		 n;
 
 	if (v == NULL || *v == '\0')
 		return 0;
+	/* "sqs.queue_url", "destination hooks: url" */
+	snprintf(key, sizeof(key), "%s%s%s%s%s", conf_section(cfg), t != NULL ?
+	    " " : "", t != NULL ? t : "", t != NULL ? ": " : ".",
+	    cfg_opt_name(opt));
 	if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) {
 		/* Only what comes before "://": the rest may hold
 		 * credentials (user:password@host). */
 		n = strcspn(v, ":/@");
-		cfg_error(cfg, "%s%s%s%s%s: expected an http:// or https:// "
-		    "URL, not one that starts \"%.*s%s\"", conf_section(cfg),
-		    t != NULL ? " " : "", t != NULL ? t : "", t != NULL ?
-		    ": " : ".", cfg_opt_name(opt), n > 16 ? 16 : (int)n, v,
-		    v[n] == ':' ? ":" : "");
+		cfg_error(cfg, "%s: expected an http:// or https:// URL, not "
+		    "one that starts \"%.*s%s\"", key, n > 16 ? 16 : (int)n,
+		    v, v[n] == ':' ? ":" : "");
 		return -1;
 	}
 	/* libcurl's own parser, the one that will send to it: a URL it
@@ -244,9 +246,7 @@ conf_check_url(cfg_t *cfg, cfg_opt_t *opt)
 	}
 	curl_url_cleanup(u);
 	if (why != NULL) {
-		cfg_error(cfg, "%s%s%s%s%s: not a URL libcurl can use: %s",
-		    conf_section(cfg), t != NULL ? " " : "", t != NULL ? t :
-		    "", t != NULL ? ": " : ".", cfg_opt_name(opt), why);
+		cfg_error(cfg, "%s: not a URL libcurl can use: %s", key, why);
 		return -1;
 	}
 	return 0;

@@ -214,10 +214,24 @@ log_reopen(void)
  * control characters become spaces) or a JSON string (json 1: \u00XX).
  * A UTF-8 sequence is copied whole or not at all.
  */
+int
+log_control_len(const char *s)
+{
+	unsigned char	c = (unsigned char)s[0];
+
+	if (c < 0x20 || c == 0x7f)
+		return 1;
+	if (c == 0xc2 && (unsigned char)s[1] >= 0x80 &&
+	    (unsigned char)s[1] <= 0x9f)
+		return 2;
+	return 0;
+}
+
 static size_t
 log_escape(char *buf, size_t off, size_t len, const char *s, int json)
 {
 	size_t	n, keep = json ? 8 : 3;
+	int	cl;
 
 	if (off + 1 < len)
 		buf[off++] = '"';
@@ -230,20 +244,14 @@ log_escape(char *buf, size_t off, size_t len, const char *s, int json)
 		} else if (c == '\n') {
 			buf[off++] = '\\';
 			buf[off++] = 'n';
-		} else if (json && (c < 0x20 || c == 0x7f))
-			off += snprintf(buf + off, len - off, "\\u%04x", c);
-		else if (c < 0x20 || c == 0x7f)
-			buf[off++] = ' ';
-		else if (c == 0xc2 && (unsigned char)s[1] >= 0x80 &&
-		    (unsigned char)s[1] <= 0x9f) {
-			/* The C1 controls, U+0080..U+009F: U+009B begins a
-			 * terminal's control sequence, as ESC [ does. */
+		} else if ((cl = log_control_len(s)) != 0) {
 			if (json)
 				off += snprintf(buf + off, len - off,
-				    "\\u%04x", (unsigned char)s[1]);
+				    "\\u%04x", cl == 1 ? c :
+				    (unsigned char)s[1]);
 			else
 				buf[off++] = ' ';
-			s++;
+			s += cl - 1;
 		} else if ((n = log_utf8_put(buf, off, len, keep, &s)) != 0)
 			off = n;
 		else

@@ -128,17 +128,14 @@ static void
 ctl_cell(char *buf, size_t len, const char *s, size_t width)
 {
 	size_t	i, o = 0;
-	int	c1;
+	int	cl;
 
 	if (s == NULL)
 		s = "-";
 	for (i = 0; s[i] != '\0' && o + 1 < len && o < width; i++) {
-		c1 = (unsigned char)s[i] == 0xc2 &&
-		    (unsigned char)s[i + 1] >= 0x80 &&
-		    (unsigned char)s[i + 1] <= 0x9f;
-		buf[o++] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f || c1 ?
-		    ' ' : s[i];
-		i += c1;
+		cl = log_control_len(s + i);
+		buf[o++] = cl != 0 ? ' ' : s[i];
+		i += cl > 1 ? (size_t)cl - 1 : 0;
 	}
 	if (s[i] != '\0' && o >= 3 && o < len) {
 		/* do not cut a UTF-8 sequence in two */

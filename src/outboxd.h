@@ -264,7 +264,7 @@ long		 conf_sink_timeout(const struct conf *);
 const struct conf_destination *conf_destination_find(const struct conf *,
 		    const char *name);
 /* 1 if n can be a destination's name (CONF_DESTINATION_NAME_RULE, as
- * sql/schema.sql's outbox_check_destination() has it), else 0. */
+ * sql/schema.sql's outbox_check_row() has it), else 0. */
 #define CONF_DESTINATION_NAME_RULE "1 to 64 characters of A-Z, a-z, 0-9, " \
 				    "'_', '.' and '-'"
 int		 conf_destination_name_ok(const char *n);
@@ -291,6 +291,10 @@ void		 log_init(const char *role, int index);
 /* Copy src into dst (size bytes, NUL included), cut if it must be at the
  * start of a UTF-8 sequence, never inside one.  Returns dst. */
 char		*log_utf8_copy(char *dst, size_t size, const char *src);
+/* Bytes of the control character s starts with in UTF-8 text: 1 for C0
+ * and DEL, 2 for the C1 controls U+0080..U+009F (U+009B begins a
+ * terminal's control sequence, as ESC [ does), 0 for anything else. */
+int		 log_control_len(const char *s);
 void		 log_set_level(int level);
 enum log_format { LOG_FORMAT_LOGFMT, LOG_FORMAT_JSON };
 /* key=value lines (the default) or one JSON object per line. */
@@ -744,7 +748,6 @@ int		 metrics_ready(char *buf, size_t size, const char *db_down,
 #define ADMIN_FAILED_MAX	1000	/* rows per page at most */
 #define ADMIN_REDRIVE_IDS_MAX	10000
 
-
 /* {"counts":{"pending","sent","failed"},"total",
  *  "oldest_pending_age_seconds" (null if none),"oldest_pending_created_at",
  *  "paused","paused_at","backlog_by_key":[{"ordering_key","pending",
@@ -763,7 +766,8 @@ int		 admin_destinations(struct pg_conn *, const struct conf *,
 		    const char *name, struct cJSON **out, char *err,
 		    size_t errlen);
 /* Is name a destination of conf?  0 yes; -1 it cannot be a name
- * (conf_destination_name_ok()); -2 conf has none of that name.  Either with the reason in err. */
+ * (conf_destination_name_ok()); -2 conf has none of that name.  Either
+ * with the reason in err. */
 int		 admin_dest_check(const struct conf *, const char *name,
 		    char *err, size_t errlen);
 /* Pause (add to outbox_paused_destinations, keeping the first time) or

@@ -328,9 +328,7 @@ sink_http_finish(struct sink_http_call *call)
 		    nrej, first != NULL ? first : "?");
 	else {
 		log_debug("webhook: %d of %d delivered", nsent, n);
-		log_limit_end(&call->t->call_limit, (const char *[]){
-		    "destination", call->t->dest->name, NULL },
-		    "webhook delivery");
+		sink_limit_end(call->t, "webhook delivery");
 	}
 	call->done(call->msgs, call->n, call->arg);
 	free(call);

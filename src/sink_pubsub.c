@@ -85,9 +85,7 @@ sink_pubsub_finish(struct sink_pubsub_call *call, enum sink_outcome outcome,
 			call->msgs[i].error = strdup(why);
 		}
 	} else
-		log_limit_end(&call->t->call_limit, (const char *[]){
-		    "destination", call->t->dest->name, NULL },
-		    "Pub/Sub publish");
+		sink_limit_end(call->t, "Pub/Sub publish");
 	call->done(call->msgs, call->n, call->arg);
 	sink_pubsub_call_free(call);
 }

@@ -157,8 +157,7 @@ sink_sns_reply(const struct aws_result *res, void *arg)
 		if (sent != part->cnt)
 			sink_sns_log_entries(t, msgs, part->cnt);
 		log_debug("PublishBatch: %d of %d sent", sent, part->cnt);
-		log_limit_end(&t->call_limit, (const char *[]){
-		    "destination", t->dest->name, NULL }, "PublishBatch");
+		sink_limit_end(t, "PublishBatch");
 	}
 	sink_sns_unref(call);
 	free(part);

@@ -91,9 +91,7 @@ sink_sqs_reply(const struct aws_result *res, void *arg)
 			}
 		}
 		log_debug("SendMessageBatch: %d of %d sent", sent, call->n);
-		log_limit_end(&call->t->call_limit, (const char *[]){
-		    "destination", call->t->dest->name, NULL },
-		    "SendMessageBatch");
+		sink_limit_end(call->t, "SendMessageBatch");
 	}
 	call->done(call->msgs, call->n, call->arg);
 	free(call);
