@@ -113,19 +113,29 @@ check_eq "oldest pending age after the drain" 0.000 "$(sample_max "$M.4" 'outbox
 check_eq "delta published sent" $N "$(delta "$M.0" "$M.4" 'outboxd_published_messages_total{sink="sqs",outcome="sent"}')"
 check "publish latency observed for the delayed rows (> 10 s)" \
 	[ "$(sample "$M.4" 'outboxd_publish_latency_seconds_bucket{le="10"}' | cut -d. -f1)" -lt "$(sample "$M.4" 'outboxd_publish_latency_seconds_count')" ]
-# Each relay says so at its first success after a failure it logged.  The
-# other relay may have drained every row meanwhile, leaving the one that
-# logged nothing to succeed with: so rows keep coming, one every 0.2 s (at
-# most 50), written by SQL for whichever relay claims first (POST /orders
-# would hand each to relay 1), until it has had one.
-works_again() { grep -q 'SendMessageBatch works again' "$OUTBOXD_LOG"; }
+# Each relay says so at its first success after a failure it logged: every
+# new relay that wrote a failure line must say it works again.  The other
+# relay may have drained every row meanwhile, leaving the one that logged
+# to succeed with nothing.  Rows written now would all go to relay 1,
+# which claims on the NOTIFY; so each comes due 0.3 s after its commit,
+# when that claim has found nothing, and goes to whichever relay polls
+# first.  One row every 0.2 s (at most 50) until every one has said so.
+logged=$(grep -oE "role=relay\.[12] pid=($new_pids) .*SendMessageBatch of" "$OUTBOXD_LOG" |
+	sed -E 's/.*pid=([0-9]+).*/\1/' | sort -u)
+[ -n "$logged" ] || die "no new relay's failure line found"
+works_again() {
+	local p
+	for p in $logged; do
+		grep -qE "role=relay\.[12] pid=$p .*SendMessageBatch works again" "$OUTBOXD_LOG" || return 1
+	done
+}
 for i in $(seq 50); do
 	works_again && break
-	sql "INSERT INTO outbox (event_type, ordering_key, payload)
-		VALUES ('test.again', 'again-$i', '{}')" >/dev/null
+	sql "INSERT INTO outbox (event_type, ordering_key, payload, available_at)
+		VALUES ('test.again', 'again-$i', '{}', now() + interval '0.3 s')" >/dev/null
 	sleep 0.2
 done
-check "a line says SendMessageBatch works again" works_again
+check "each new relay that logged a failure ($(echo $logged)) says SendMessageBatch works again" works_again
 check "no counter went backwards" counters_not_backwards "$M.0" "$M.4"
 
 # PostgreSQL down, by contrast, IS readiness: /readyz 503 says why, and
