@@ -2,7 +2,8 @@
  * outboxd.h - types and prototypes shared by more than one outboxd part,
  * grouped by the file that defines them (as tmux does).  The way out to
  * the brokers (HTTP client, AWS, codecs, sinks) is in broker.h; what one
- * worker's files share is in its private header (http.h, relay.h).
+ * worker's files share is in its private header (http.h, relay.h,
+ * consumer.h).
  *
  * Conventions: functions return 0 on success and -1 on failure unless a
  * comment says otherwise; durations are milliseconds unless the name ends
@@ -904,6 +905,7 @@ void		 retention_free(struct retention *);
  * (their shared declarations are in http.h). */
 int		 http_worker_main(struct conf *, int listen_fd, int index);
 int		 relay_main(struct conf *, int index);
+/* consumer.c, with consumer_batch.c (sharing consumer.h). */
 int		 consumer_main(struct conf *, int index);
 /* admin_http.c: the admin API on the master's admin socket. */
 int		 admin_http_main(struct conf *, int admin_fd);
