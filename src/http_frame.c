@@ -18,31 +18,21 @@
  * split of the stream, and body bytes are skipped in bulk.  Nothing is
  * allocated; the few values kept (method, version, a header name, a
  * Transfer-Encoding value) go into fixed arrays in struct http_frame.
+ *
+ * This file reads the request line, the shape of field lines, chunked
+ * coding and the bytes of a body.  What the header section's fields mean
+ * for framing (Content-Length, Transfer-Encoding, Host) and the body
+ * length they give is http_frame_head.c's; the two share
+ * http_frame_internal.h.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "http_frame.h"
+#include "http_frame_internal.h"
 
 #define FRAME_EMPTY_MAX		8	/* empty lines before a request */
-
-enum {
-	FR_START,	/* before a request line: empty lines are skipped */
-	FR_METHOD,
-	FR_TARGET,
-	FR_VERSION,
-	FR_FIELD,	/* start of a field line, or the empty line */
-	FR_NAME,
-	FR_VALUE,
-	FR_BODY,	/* Content-Length bytes */
-	FR_SIZE,	/* chunk size digits */
-	FR_EXT,		/* after them: chunk extensions (sub: EX_*) */
-	FR_DATA,	/* chunk data */
-	FR_DATA_END,	/* the line ending after chunk data */
-	FR_END,		/* a request ended: the next feed starts one */
-	FR_ERROR
-};
 
 /* Where FR_EXT is in chunk-ext = *( BWS ";" BWS chunk-ext-name
  * [ BWS "=" BWS chunk-ext-val ] ) (RFC 9112 §7.1.1). */
@@ -58,22 +48,11 @@ enum {
 	EX_QEND		/* after the closing quote */
 };
 
-/* Header fields that frame the message (r.kind). */
-enum { HF_OTHER, HF_CONTENT_LENGTH, HF_TRANSFER_ENCODING, HF_HOST };
-
-/* Which limit a refusal names (frame_fail_limit). */
-enum { LIM_LINE, LIM_HEAD, LIM_BODY, LIM_CHUNK };
-
 /* The methods evhttp 2.1 knows (evhttp_parse_request_line). */
 static const char *const frame_methods[] = {
 	"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "TRACE",
 	"CONNECT", "PATCH"
 };
-
-#define is_digit(c)	((c) >= '0' && (c) <= '9')
-#define is_alnum(c)	(is_digit(c) || ((c) >= 'a' && (c) <= 'z') || \
-			    ((c) >= 'A' && (c) <= 'Z'))
-#define to_lower(c)	((c) >= 'A' && (c) <= 'Z' ? (c) - 'A' + 'a' : (c))
 
 static int
 hex_value(unsigned char c)
@@ -85,21 +64,6 @@ hex_value(unsigned char c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
-}
-
-/* tchar, RFC 9110 §5.6.2. */
-static int
-is_tchar(unsigned char c)
-{
-	return is_alnum(c) || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-/* A byte of uri-host [":" port] (RFC 3986 §3.2.2): reg-name, IP-literal
- * or IPv4address, then a port. */
-static int
-is_host_char(unsigned char c)
-{
-	return is_alnum(c) || (c != '\0' && strchr("-._~!$&'()*+,;=%:[]", c));
 }
 
 static const char *
@@ -120,9 +84,9 @@ frame_reason(int status)
 	return "Bad Request";
 }
 
-/* Refuse the stream; returns -1 for frame_byte(). */
-static int
-frame_fail(struct http_frame *f, int status, const char *code,
+/* Refuse the stream; returns -1 for frame_byte() and its callees. */
+int
+http_frame_fail(struct http_frame *f, int status, const char *code,
     const char *message)
 {
 	f->r.state = FR_ERROR;
@@ -134,27 +98,27 @@ frame_fail(struct http_frame *f, int status, const char *code,
 }
 
 /* Refuse for going over a limit, with the limit in the message. */
-static int
-frame_fail_limit(struct http_frame *f, int which)
+int
+http_frame_fail_limit(struct http_frame *f, int which)
 {
 	switch (which) {
 	case LIM_LINE:
 		snprintf(f->msg, sizeof(f->msg), "the request line is longer "
 		    "than %zu bytes", f->lim.max_line);
-		return frame_fail(f, 414, "uri_too_long", f->msg);
+		return http_frame_fail(f, 414, "uri_too_long", f->msg);
 	case LIM_HEAD:
 		snprintf(f->msg, sizeof(f->msg), "the %s section is larger "
 		    "than %zu bytes", f->r.trailer ? "trailer" : "header",
 		    f->lim.max_head);
-		return frame_fail(f, 431, "headers_too_large", f->msg);
+		return http_frame_fail(f, 431, "headers_too_large", f->msg);
 	case LIM_BODY:
 		snprintf(f->msg, sizeof(f->msg), "request body is larger than "
 		    "%zu bytes", f->lim.max_body);
-		return frame_fail(f, 413, "body_too_large", f->msg);
+		return http_frame_fail(f, 413, "body_too_large", f->msg);
 	}
 	snprintf(f->msg, sizeof(f->msg), "a chunk size line is longer than "
 	    "%zu bytes", f->lim.max_line);
-	return frame_fail(f, 400, "chunk_invalid", f->msg);
+	return http_frame_fail(f, 400, "chunk_invalid", f->msg);
 }
 
 /* A CR not followed by LF (RFC 9112 §2.2): named after where it is. */
@@ -163,7 +127,7 @@ frame_fail_cr(struct http_frame *f)
 {
 	int	 st = f->r.state;
 
-	return frame_fail(f, 400, st == FR_FIELD || st == FR_VALUE ?
+	return http_frame_fail(f, 400, st == FR_FIELD || st == FR_VALUE ?
 	    "header_invalid" : st == FR_SIZE || st == FR_EXT ||
 	    st == FR_DATA_END ? "chunk_invalid" : "bad_request",
 	    "a CR is not followed by LF");
@@ -223,7 +187,7 @@ frame_method(struct http_frame *f)
 	size_t	 i;
 
 	if (f->r.k == 0)
-		return frame_fail(f, 400, "bad_request",
+		return http_frame_fail(f, 400, "bad_request",
 		    "the request line is malformed");
 	for (i = 0; i < sizeof(frame_methods) / sizeof(frame_methods[0]); i++)
 		if (strlen(frame_methods[i]) == f->r.k &&
@@ -236,7 +200,7 @@ frame_method(struct http_frame *f)
 			f->r.k = 0;
 			return 0;
 		}
-	return frame_fail(f, 501, "method_not_implemented",
+	return http_frame_fail(f, 501, "method_not_implemented",
 	    "this HTTP method is not implemented");
 }
 
@@ -249,10 +213,10 @@ frame_version(struct http_frame *f)
 
 	if (f->r.k != 8 || memcmp(v, "HTTP/", 5) != 0 || !is_digit(v[5]) ||
 	    v[6] != '.' || !is_digit(v[7]))
-		return frame_fail(f, 400, "bad_request",
+		return http_frame_fail(f, 400, "bad_request",
 		    "the request line is malformed");
 	if (v[5] != '1' || (v[7] != '0' && v[7] != '1'))
-		return frame_fail(f, 505, "version_not_supported",
+		return http_frame_fail(f, 505, "version_not_supported",
 		    "only HTTP/1.0 and HTTP/1.1 are supported");
 	f->r.req.minor = v[7] - '0';
 	f->r.state = FR_FIELD;
@@ -260,255 +224,6 @@ frame_version(struct http_frame *f)
 	return 0;
 }
 
-/* The token t..u is name, ignoring ASCII case. */
-static int
-token_is(const unsigned char *t, const unsigned char *u, const char *name)
-{
-	for (; t < u && *name != '\0'; t++, name++)
-		if (to_lower(*t) != (unsigned char)*name)
-			return 0;
-	return t == u && *name == '\0';
-}
-
-static const unsigned char *
-skip_ows(const unsigned char *v, const unsigned char *e)
-{
-	while (v < e && (*v == ' ' || *v == '\t'))
-		v++;
-	return v;
-}
-
-static const unsigned char *
-skip_token(const unsigned char *v, const unsigned char *e)
-{
-	while (v < e && is_tchar(*v))
-		v++;
-	return v;
-}
-
-/* Past a quoted-string starting at v (RFC 9110 §5.6.4); NULL if it is
- * not one. */
-static const unsigned char *
-skip_quoted(const unsigned char *v, const unsigned char *e)
-{
-	for (v++; v < e; v++) {
-		if (*v == '"')
-			return v + 1;
-		if (*v == '\\' && ++v == e)
-			return NULL;
-		if (*v != '\t' && (*v < 0x20 || *v == 0x7f))
-			return NULL;
-	}
-	return NULL;
-}
-
-/*
- * One Transfer-Encoding field value ended (OWS trimmed, in r.te): a list
- * of transfer-coding = token *( OWS ";" OWS token BWS "=" BWS ( token /
- * quoted-string ) ) (RFC 9112 §6.1, RFC 9110 §5.6.1, §10.1.4).  Only
- * counted here: frame_head_end() decides.
- */
-static void
-frame_te(struct http_frame_state *r)
-{
-	const unsigned char	*v = r->te, *e = r->te + r->te_len, *t, *u;
-	int			 params;
-
-	/* saturates: wrapping to 0 would hide the field */
-	if (r->te_fields < 255)
-		r->te_fields++;
-	if (r->bad) {
-		/* too long to keep: not "chunked", whatever it is */
-		r->te_unknown = 1;
-		r->te_last = 0;
-		return;
-	}
-	for (;;) {
-		t = v;
-		if ((v = skip_token(v, e)) == t)
-			goto bad;
-		u = v;
-		params = 0;
-		for (v = skip_ows(v, e); v < e && *v == ';'; params = 1) {
-			v = skip_ows(v + 1, e);
-			if (v == skip_token(v, e))
-				goto bad;
-			v = skip_ows(skip_token(v, e), e);
-			if (v == e || *v != '=')
-				goto bad;
-			v = skip_ows(v + 1, e);
-			if (v < e && *v == '"') {
-				if ((v = skip_quoted(v, e)) == NULL)
-					goto bad;
-			} else if (v == skip_token(v, e))
-				goto bad;
-			else
-				v = skip_token(v, e);
-			v = skip_ows(v, e);
-		}
-		if (token_is(t, u, "chunked")) {
-			/* chunked has no parameters (RFC 9112 §7) */
-			if (params)
-				goto bad;
-			if (r->te_chunked < 255)
-				r->te_chunked++;
-			r->te_last = 1;
-		} else {
-			r->te_unknown = 1;
-			r->te_last = 0;
-		}
-		if (v == e)
-			return;
-		if (*v != ',')
-			goto bad;
-		v = skip_ows(v + 1, e);
-	}
-bad:
-	r->te_bad = 1;
-}
-
-/* A field name ended at its colon. */
-static int
-frame_name(struct http_frame *f)
-{
-	struct http_frame_state	*r = &f->r;
-
-	r->kind = HF_OTHER;
-	if (r->k == 14 && memcmp(r->name, "content-length", 14) == 0)
-		r->kind = HF_CONTENT_LENGTH;
-	else if (r->k == 17 && memcmp(r->name, "transfer-encoding", 17) == 0)
-		r->kind = HF_TRANSFER_ENCODING;
-	else if (r->k == 4 && memcmp(r->name, "host", 4) == 0)
-		r->kind = HF_HOST;
-	/* RFC 9110 §6.5.1; evhttp would add a trailer to the headers */
-	if (r->trailer && r->kind != HF_OTHER)
-		return frame_fail(f, 400, "header_invalid", "Content-Length, "
-		    "Transfer-Encoding and Host are not allowed in a trailer");
-	r->state = FR_VALUE;
-	r->vseen = r->vows = r->bad = 0;
-	r->num = 0;
-	r->te_len = 0;
-	return 0;
-}
-
-/* A byte of a field value that is not OWS (leading OWS is skipped,
- * OWS after it is pending in r.vows). */
-static void
-frame_value(struct http_frame_state *r, unsigned char c)
-{
-	switch (r->kind) {
-	case HF_CONTENT_LENGTH:
-		/* 1*DIGIT (RFC 9110 §8.6); too large saturates */
-		if (!is_digit(c) || r->vows)
-			r->bad = 1;
-		else if (r->num > (UINT64_MAX - 9) / 10)
-			r->num = UINT64_MAX;
-		else
-			r->num = r->num * 10 + (uint64_t)(c - '0');
-		break;
-	case HF_TRANSFER_ENCODING:
-		if (r->te_len + (r->vows ? 2 : 1) > sizeof(r->te))
-			r->bad = 1;
-		else {
-			if (r->vows)
-				r->te[r->te_len++] = ' ';
-			r->te[r->te_len++] = c;
-		}
-		break;
-	case HF_HOST:
-		if (!is_host_char(c) || r->vows)
-			r->bad = 1;
-		break;
-	}
-	r->vseen = 1;
-	r->vows = 0;
-}
-
-/* A field line ended. */
-static int
-frame_field_end(struct http_frame *f)
-{
-	struct http_frame_state	*r = &f->r;
-
-	switch (r->kind) {
-	case HF_CONTENT_LENGTH:
-		if (!r->vseen || r->bad)
-			return frame_fail(f, 400, "content_length_invalid",
-			    "Content-Length is not a decimal number");
-		/* RFC 9112 §6.3 item 5 */
-		if (r->have_cl && r->num != r->cl)
-			return frame_fail(f, 400, "content_length_conflict",
-			    "Content-Length fields disagree");
-		r->have_cl = 1;
-		r->cl = r->num;
-		if (r->cl > f->lim.max_body)
-			return frame_fail_limit(f, LIM_BODY);
-		break;
-	case HF_TRANSFER_ENCODING:
-		frame_te(r);
-		break;
-	case HF_HOST:
-		/* RFC 9112 §3.2 */
-		if (r->host_n++ > 0)
-			return frame_fail(f, 400, "host_invalid",
-			    "more than one Host field");
-		if (r->bad)
-			return frame_fail(f, 400, "host_invalid",
-			    "Host is not a valid host and port");
-		break;
-	}
-	r->state = FR_FIELD;
-	return 0;
-}
-
-/*
- * The header section ended: how long is the body (RFC 9112 §6.3)?
- * Returns 1 when the request ends here.
- */
-static int
-frame_head_end(struct http_frame *f)
-{
-	struct http_frame_state	*r = &f->r;
-
-	if (r->req.minor == 1 && r->host_n == 0)
-		return frame_fail(f, 400, "host_invalid",
-		    "an HTTP/1.1 request must have a Host field");
-	if (r->te_fields > 0) {
-		if (r->have_cl)
-			return frame_fail(f, 400, "content_length_conflict",
-			    "both Content-Length and Transfer-Encoding");
-		/* §6.1: framing faulty on HTTP/1.0 */
-		if (r->req.minor == 0)
-			return frame_fail(f, 400, "transfer_encoding_invalid",
-			    "Transfer-Encoding in an HTTP/1.0 request");
-		if (r->te_bad)
-			return frame_fail(f, 400, "transfer_encoding_invalid",
-			    "Transfer-Encoding is malformed");
-		/* §6.3 item 4 */
-		if (r->te_chunked > 1 || (r->te_chunked == 1 && !r->te_last))
-			return frame_fail(f, 400, "transfer_encoding_invalid",
-			    "chunked must be the last transfer coding, once");
-		/* §6.1: 501 for a coding not understood */
-		if (r->te_unknown)
-			return frame_fail(f, 501,
-			    "transfer_encoding_unsupported",
-			    "only Transfer-Encoding: chunked is supported");
-	} else if (!r->have_cl || r->cl == 0)
-		return 1;
-	if (r->nobody)
-		return frame_fail(f, 400, "body_not_allowed",
-		    "a HEAD or TRACE request cannot have a body");
-	if (r->te_fields > 0) {
-		r->req.chunked = 1;
-		r->state = FR_SIZE;
-		r->n = r->k = 0;
-		r->num = 0;
-	} else {
-		r->req.body = r->left = r->cl;
-		r->state = FR_BODY;
-	}
-	return 0;
-}
 
 /* A line ended (CRLF or bare LF).  Returns 1 when the request ends. */
 static int
@@ -519,7 +234,7 @@ frame_eol(struct http_frame *f)
 	switch (r->state) {
 	case FR_START:
 		if (++r->empty > FRAME_EMPTY_MAX)
-			return frame_fail(f, 400, "bad_request",
+			return http_frame_fail(f, 400, "bad_request",
 			    "too many empty lines before the request line");
 		return 0;
 	case FR_VERSION:
@@ -528,9 +243,9 @@ frame_eol(struct http_frame *f)
 		/* the empty line */
 		if (r->trailer)
 			return 1;
-		return frame_head_end(f);
+		return http_frame_head_end(f);
 	case FR_VALUE:
-		return frame_field_end(f);
+		return http_frame_head_field_end(f);
 	case FR_SIZE:
 	case FR_EXT:
 		if (r->num == 0) {
@@ -550,7 +265,7 @@ frame_eol(struct http_frame *f)
 		r->num = 0;
 		return 0;
 	}
-	return frame_fail(f, 400, "bad_request", "unexpected line ending");
+	return http_frame_fail(f, 400, "bad_request", "unexpected line ending");
 }
 
 /* c is CR or LF: a line ends, or will with the LF after a CR. */
@@ -623,7 +338,7 @@ frame_ext(struct http_frame *f, unsigned char c)
 		r->sub = EX_QUOTED;
 		return 0;
 	}
-	return frame_fail(f, 400, "chunk_invalid",
+	return http_frame_fail(f, 400, "chunk_invalid",
 	    "a chunk extension is malformed");
 }
 
@@ -646,19 +361,19 @@ frame_byte(struct http_frame *f, unsigned char c)
 	case FR_VERSION:
 		if (!r->cr && c != '\r' && c != '\n' &&
 		    ++r->n > f->lim.max_line)
-			return frame_fail_limit(f, LIM_LINE);
+			return http_frame_fail_limit(f, LIM_LINE);
 		break;
 	case FR_FIELD:
 	case FR_NAME:
 	case FR_VALUE:
 		if (++r->n > f->lim.max_head)
-			return frame_fail_limit(f, LIM_HEAD);
+			return http_frame_fail_limit(f, LIM_HEAD);
 		break;
 	case FR_SIZE:
 	case FR_EXT:
 		if (!r->cr && c != '\r' && c != '\n' &&
 		    ++r->n > f->lim.max_line)
-			return frame_fail_limit(f, LIM_CHUNK);
+			return http_frame_fail_limit(f, LIM_CHUNK);
 		break;
 	}
 	if (r->cr) {
@@ -706,22 +421,22 @@ frame_byte(struct http_frame *f, unsigned char c)
 		if (c == '\r' || c == '\n')
 			return frame_crlf(f, c);
 		if (c == ' ' || c == '\t')
-			return frame_fail(f, 400, "header_invalid",
+			return http_frame_fail(f, 400, "header_invalid",
 			    "a field line starts with whitespace (obs-fold)");
 		if (!is_tchar(c))
-			return frame_fail(f, 400, "header_invalid",
+			return http_frame_fail(f, 400, "header_invalid",
 			    "a field line does not start with a name");
 		r->state = FR_NAME;
 		r->k = 0;
 		/* FALLTHROUGH */
 	case FR_NAME:
 		if (c == ':')
-			return frame_name(f);
+			return http_frame_head_name(f);
 		if (c == ' ' || c == '\t')
-			return frame_fail(f, 400, "header_invalid",
+			return http_frame_fail(f, 400, "header_invalid",
 			    "whitespace between a field name and its colon");
 		if (!is_tchar(c))
-			return frame_fail(f, 400, "header_invalid",
+			return http_frame_fail(f, 400, "header_invalid",
 			    "a field name is malformed or has no colon");
 		if (r->k < sizeof(r->name))
 			r->name[r->k] = (unsigned char)to_lower(c);
@@ -742,9 +457,9 @@ frame_byte(struct http_frame *f, unsigned char c)
 		}
 		/* field-vchar: visible ASCII or obs-text (RFC 9110 §5.5) */
 		if (c <= 0x20 || c == 0x7f)
-			return frame_fail(f, 400, "header_invalid",
+			return http_frame_fail(f, 400, "header_invalid",
 			    "a control character in a field value");
-		frame_value(r, c);
+		http_frame_head_value(r, c);
 		return 0;
 
 	case FR_SIZE:
@@ -753,13 +468,13 @@ frame_byte(struct http_frame *f, unsigned char c)
 			if (r->num > (UINT64_MAX - 15) / 16 ||
 			    r->num * 16 + (uint64_t)d >
 			    f->lim.max_body - r->req.body)
-				return frame_fail_limit(f, LIM_BODY);
+				return http_frame_fail_limit(f, LIM_BODY);
 			r->num = r->num * 16 + (uint64_t)d;
 			r->k = 1;
 			return 0;
 		}
 		if (r->k == 0)
-			return frame_fail(f, 400, "chunk_invalid",
+			return http_frame_fail(f, 400, "chunk_invalid",
 			    "a chunk size is not hexadecimal digits");
 		if (c == '\r' || c == '\n')
 			return frame_crlf(f, c);
@@ -768,7 +483,7 @@ frame_byte(struct http_frame *f, unsigned char c)
 		else if (c == ' ' || c == '\t')
 			r->sub = EX_BWS;
 		else
-			return frame_fail(f, 400, "chunk_invalid",
+			return http_frame_fail(f, 400, "chunk_invalid",
 			    "a chunk size is not hexadecimal digits");
 		r->state = FR_EXT;
 		r->ext_at = r->n - 1;	/* n counts c already */
@@ -778,10 +493,10 @@ frame_byte(struct http_frame *f, unsigned char c)
 	case FR_DATA_END:
 		if (c == '\r' || c == '\n')
 			return frame_crlf(f, c);
-		return frame_fail(f, 400, "chunk_invalid",
+		return http_frame_fail(f, 400, "chunk_invalid",
 		    "chunk data is not followed by CRLF");
 	}
-	return frame_fail(f, 400, "bad_request",
+	return http_frame_fail(f, 400, "bad_request",
 	    "the request line is malformed");
 }
 

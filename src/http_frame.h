@@ -62,7 +62,8 @@ struct http_frame_request {
 /*
  * Per-connection state: fixed size, allocated by the caller (embed it in
  * the connection's record), set up by http_frame_init().  Its members are
- * private to http_frame.c: read it only through the functions below.
+ * private to the framer (http_frame.c, http_frame_head.c): read it only
+ * through the functions below.
  */
 struct http_frame {
 	struct http_frame_limits	 lim;

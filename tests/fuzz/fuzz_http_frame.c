@@ -1,11 +1,12 @@
 /*
- * fuzz_http_frame.c - libFuzzer target for src/http_frame.c: any stream,
- * fed whole, byte by byte, or in pieces, must frame the same way, never
- * read outside what it is given, never stall, and frame the same way
- * once its chunk extensions are cut out.  Built and run by `make fuzz`
- * (FUZZ_SECONDS, FUZZ_TARGETS=http_frame); by hand:
+ * fuzz_http_frame.c - libFuzzer target for src/http_frame.c and
+ * http_frame_head.c: any stream, fed whole, byte by byte, or in pieces,
+ * must frame the same way, never read outside what it is given, never
+ * stall, and frame the same way once its chunk extensions are cut out.
+ * Built and run by `make fuzz` (FUZZ_SECONDS, FUZZ_TARGETS=http_frame);
+ * by hand:
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc tests/fuzz/fuzz_http_frame.c src/http_frame.c -o fuzz_http_frame && mkdir -p /tmp/fuzz-http-frame && ./fuzz_http_frame -dict=tests/fuzz/http_frame.dict -max_total_time=300 /tmp/fuzz-http-frame tests/fuzz/corpus/http_frame
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc tests/fuzz/fuzz_http_frame.c src/http_frame.c src/http_frame_head.c -o fuzz_http_frame && mkdir -p /tmp/fuzz-http-frame && ./fuzz_http_frame -dict=tests/fuzz/http_frame.dict -max_total_time=300 /tmp/fuzz-http-frame tests/fuzz/corpus/http_frame
  *
  * (the first corpus directory is where new inputs are written: keep the
  * seeds in tests/fuzz/corpus/http_frame read-only by naming it second).

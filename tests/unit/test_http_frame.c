@@ -1,9 +1,9 @@
 /*
- * test_http_frame.c - strict request framing (src/http_frame.c): where
- * pipelined requests end, each refusal's status and code, the limits
- * exactly at and over the boundary.  Every case is also fed one byte at a
- * time and cut in two at every offset, and must give the same ends and
- * the same refusal at the same offset.
+ * test_http_frame.c - strict request framing (src/http_frame.c,
+ * http_frame_head.c): where pipelined requests end, each refusal's
+ * status and code, the limits exactly at and over the boundary.  Every
+ * case is also fed one byte at a time and cut in two at every offset,
+ * and must give the same ends and the same refusal at the same offset.
  */
 #include <setjmp.h>
 #include <stdarg.h>
