@@ -11,9 +11,10 @@
  * Every 4xx/5xx carries {"error": CODE, "message": TEXT}.  Several workers
  * accept on the master's listening socket.  The worker's PostgreSQL
  * connections are http_pool.c's; what happens after an order commits is
- * http_wake.c's; the guard on each client connection is http_guard.c's.
- * This file wires them: it tells the pool how to send each kind of job
- * and takes each job back when the pool is done with it.
+ * http_wake.c's; the guard on each client connection is http_guard.c's,
+ * the listener's accept gate http_guard_accept.c's.  This file wires
+ * them: it tells the pool how to send each kind of job and takes each
+ * job back when the pool is done with it.
  */
 #include "config.h"
 

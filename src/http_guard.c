@@ -21,13 +21,10 @@
  * than 100-continue, empty lines before a request) is caught on the
  * output buffer and replaced by the same status in JSON.
  *
- * It also counts the connections from accept to close and, for the HTTP
- * worker (http_guard_listen()), gates the listener: with
- * http.max_connections open it stops accepting until one closes, and
- * when accept() runs out of descriptors (EMFILE, ENFILE) it pauses for
- * HTTP_ACCEPT_RETRY_MS instead of failing again at once, which libevent
- * would do, and log, in a busy loop while the kernel's backlog holds a
- * connection (as nginx and PgBouncer do).
+ * It also counts the connections from accept to close, for the gate
+ * that http_guard_accept.c puts on the HTTP worker's listener
+ * (http_guard_listen(): the connection cap and the pause when
+ * descriptors run out).
  */
 #include "config.h"
 
@@ -35,7 +32,6 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +41,6 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
-#include <event2/listener.h>
 
 #include "outboxd.h"
 #include "http_guard.h"
@@ -53,7 +48,6 @@
 
 #define HTTP_REQUEST_TIMEOUT_S	30	/* one request, first byte to last */
 #define HTTP_LINGER_MS		2000	/* reading after a refusal */
-#define HTTP_ACCEPT_RETRY_MS	250	/* out of descriptors: accept again */
 
 /* One accepted connection as the guard sees it. */
 struct http_conn {
@@ -84,10 +78,6 @@ struct http_conn {
 	TAILQ_ENTRY(http_conn)		 entry;
 };
 
-/* The gated guard (one per process): the listener's error callback gets
- * evhttp's argument, not ours. */
-static struct http_guard	*http_gate;
-
 /* Monotonic seconds, for idle timeouts. */
 static time_t
 http_now(void)
@@ -112,8 +102,6 @@ http_conn_of(struct http_guard *g, struct evhttp_request *req)
 			return c;
 	return NULL;
 }
-
-static void	http_accept_resume(struct http_guard *);
 
 /* evhttp is done with the connection (or we are): forget it; one more
  * may be accepted. */
@@ -140,7 +128,7 @@ http_conn_closed(struct evhttp_connection *evcon, void *arg)
 	free(c);
 	g->nconns--;
 	/* A descriptor is free now: no need to wait for the timer. */
-	http_accept_resume(g);
+	http_guard_accept_resume(g);
 }
 
 /* Hand the connection back to evhttp to be freed; c goes with it. */
@@ -619,47 +607,13 @@ http_conn_adopt(evutil_socket_t fd, short what, void *arg)
 			bufferevent_decref(c->bev);
 			free(c);
 			g->nconns--;
-			http_accept_resume(g);
+			http_guard_accept_resume(g);
 			continue;
 		}
 		c->evcon = cbarg;
 		evhttp_connection_set_closecb(c->evcon, http_conn_closed, c);
 		bufferevent_decref(c->bev);
 	}
-}
-
-/* Accepting stops while why (HTTP_PAUSED_*) holds; only the first reason
- * disables the listener. */
-static void
-http_accept_pause(struct http_guard *g, int why)
-{
-	if (g->paused == 0 && g->bound != NULL)
-		evconnlistener_disable(evhttp_bound_socket_get_listener(
-		    g->bound));
-	g->paused |= why;
-}
-
-/* Accept again if nothing holds it back: not stopping, a connection
- * below the cap; a pause for descriptors ends at its timer or a close. */
-static void
-http_accept_resume(struct http_guard *g)
-{
-	if (g->paused == 0 || g->stopping || g->bound == NULL)
-		return;
-	if (g->max_conns > 0 && g->nconns >= g->max_conns)
-		return;
-	g->paused = 0;
-	if (g->resume_ev != NULL)
-		evtimer_del(g->resume_ev);
-	evconnlistener_enable(evhttp_bound_socket_get_listener(g->bound));
-}
-
-static void
-http_accept_retry(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	http_accept_resume(arg);
 }
 
 /* evhttp_set_bevcb: the bufferevent of each accepted connection, counted
@@ -697,31 +651,9 @@ http_conn_new(struct event_base *base, void *arg)
 			    "connections open (http.max_connections): not "
 			    "accepting more until one closes", g->nconns);
 		}
-		http_accept_pause(g, HTTP_PAUSED_CAP);
+		http_guard_accept_pause(g, HTTP_PAUSED_CAP);
 	}
 	return bev;
-}
-
-/*
- * accept() failed with an error that is not passing (libevent retries
- * EAGAIN, EINTR, ECONNABORTED itself): out of descriptors, or memory.
- * Pause, say so once per LOG_LIMIT_MS, try again soon.
- */
-static void
-http_accept_error(struct evconnlistener *lev, void *arg)
-{
-	struct http_guard	*g = http_gate;
-	struct timeval		 tv = clock_tv(HTTP_ACCEPT_RETRY_MS);
-	int			 err = EVUTIL_SOCKET_ERROR();
-
-	(void)lev;
-	(void)arg;
-	metrics_accept_paused(METRICS_PAUSE_DESCRIPTORS);
-	log_limited(&g->fd_limit, LOG_LEVEL_WARN, "cannot accept a "
-	    "connection: %s (%d client connections open); pausing accepts "
-	    "for %d ms", strerror(err), g->nconns, HTTP_ACCEPT_RETRY_MS);
-	http_accept_pause(g, HTTP_PAUSED_FDS);
-	evtimer_add(g->resume_ev, &tv);
 }
 
 int
@@ -738,29 +670,6 @@ http_guard_attach(struct http_guard *g)
 		return -1;
 	evhttp_set_bevcb(g->http, http_conn_new, g);
 	return 0;
-}
-
-int
-http_guard_listen(struct http_guard *g)
-{
-	http_gate = g;
-	if ((g->resume_ev = evtimer_new(g->base, http_accept_retry, g)) ==
-	    NULL)
-		return -1;
-	evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(g->bound),
-	    http_accept_error);
-	return 0;
-}
-
-void
-http_guard_stop(struct http_guard *g)
-{
-	g->stopping = 1;
-	if (g->bound != NULL)
-		evconnlistener_disable(evhttp_bound_socket_get_listener(
-		    g->bound));
-	if (g->resume_ev != NULL)
-		evtimer_del(g->resume_ev);
 }
 
 void

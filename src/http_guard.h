@@ -2,8 +2,9 @@
  * http_guard.h - the per-connection guard (http_guard.c) in front of an
  * evhttp: strict framing, JSON refusals and error pages, the 408 cut.
  * Both listeners use it: the HTTP worker (http.c), which also gates its
- * listener with it (http_guard_listen()), and the admin worker
- * (admin_http.c).  Each owns one struct http_guard and passes it in.
+ * listener with it (http_guard_listen(), http_guard_accept.c), and the
+ * admin worker (admin_http.c).  Each owns one struct http_guard and
+ * passes it in.
  */
 #ifndef HTTP_GUARD_H
 #define HTTP_GUARD_H
@@ -105,5 +106,16 @@ void		 http_guard_request_start(struct http_guard *,
 		    struct evhttp_request *);
 void		 http_guard_request_end(struct http_guard *,
 		    struct evhttp_request *);
+
+/* ---- between the guard's files (http_guard.c, http_guard_accept.c) ---- */
+
+/* Stop accepting while why (HTTP_PAUSED_* bits) holds: the listener is
+ * disabled by the first reason only (without g->bound, only the bits
+ * are set). */
+void		 http_guard_accept_pause(struct http_guard *, int why);
+/* A connection closed, or a pause's timer ran out: accept again unless
+ * stopping or still at g->max_conns.  No-op when not paused or without
+ * g->bound. */
+void		 http_guard_accept_resume(struct http_guard *);
 
 #endif /* HTTP_GUARD_H */

@@ -901,8 +901,9 @@ void		 retention_free(struct retention *);
 /* relay_main() is relay.c's; the rest of the relay (relay_*.c) shares
  * src/relay.h only. */
 
-/* http.c, with http_orders.c, http_pool.c, http_wake.c, http_guard.c
- * (their shared declarations are in http.h). */
+/* http.c, with http_orders.c, http_pool.c, http_wake.c, http_guard.c,
+ * http_guard_accept.c (their shared declarations are in http.h and
+ * http_guard.h). */
 int		 http_worker_main(struct conf *, int listen_fd, int index);
 int		 relay_main(struct conf *, int index);
 /* consumer.c, with consumer_batch.c (sharing consumer.h). */
