@@ -63,6 +63,7 @@
 #include "outboxd.h"
 #include "http_guard.h"
 #include "replay.h"
+#include "metrics_api.h"
 
 #define ADMIN_STATEMENT_TIMEOUT	"10s"
 #define ADMIN_IO_TIMEOUT_S	30

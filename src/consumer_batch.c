@@ -28,6 +28,7 @@
 #include "outboxd.h"
 #include "broker.h"
 #include "consumer.h"
+#include "metrics_api.h"
 
 #define CONSUMER_WRITE_TIMEOUT	10000L	/* ms per PutItem / delete */
 #define CONSUMER_PUT_TRIES	4	/* a throttled PutItem, in all */

@@ -36,6 +36,7 @@
 
 #include "outboxd.h"
 #include "http.h"
+#include "metrics_api.h"
 
 #define HTTP_IO_TIMEOUT_S	15	/* a silent client is dropped */
 #define HTTP_FLUSH_MS		2000	/* stopping: last answers to go out */

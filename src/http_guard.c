@@ -45,6 +45,7 @@
 #include "outboxd.h"
 #include "http_guard.h"
 #include "http_frame.h"
+#include "metrics_api.h"
 
 #define HTTP_REQUEST_TIMEOUT_S	30	/* one request, first byte to last */
 #define HTTP_LINGER_MS		2000	/* reading after a refusal */

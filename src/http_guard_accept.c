@@ -21,6 +21,7 @@
 
 #include "outboxd.h"
 #include "http_guard.h"
+#include "metrics_api.h"
 
 #define HTTP_ACCEPT_RETRY_MS	250	/* out of descriptors: accept again */
 

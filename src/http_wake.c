@@ -16,6 +16,7 @@
 
 #include "outboxd.h"
 #include "http.h"
+#include "metrics_api.h"
 
 #define HTTP_NOTIFY_MS		5	/* at most one NOTIFY per this, each */
 

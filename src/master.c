@@ -29,6 +29,7 @@
 #include <event2/event.h>
 
 #include "outboxd.h"
+#include "metrics_api.h"
 
 #define MASTER_BACKOFF_MIN	100		/* ms */
 #define MASTER_BACKOFF_MAX	30000		/* ms */

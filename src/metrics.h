@@ -3,7 +3,7 @@
  * region and the label names.  Private to metrics.c (the region and its
  * updates), metrics_text.c (the exposition), metrics_db.c (the outbox
  * figures read from PostgreSQL) and metrics_ready.c (/readyz); everyone
- * else uses the functions in outboxd.h.
+ * else uses the functions in metrics_api.h.
  */
 #ifndef METRICS_H
 #define METRICS_H
@@ -12,6 +12,7 @@
 
 #include "outboxd.h"
 #include "broker.h"
+#include "metrics_api.h"
 
 #define METRICS_MAX_BUCKETS	18
 #define METRICS_ERROR_MAX	200

@@ -11,6 +11,7 @@
 #include <event2/event.h>
 
 #include "relay.h"
+#include "metrics_api.h"
 
 #define RELAY_GIVE_BACK_MAX	100	/* handed-off rows a statement */
 

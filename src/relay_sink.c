@@ -23,6 +23,7 @@
 #include <event2/event.h>
 
 #include "relay.h"
+#include "metrics_api.h"
 
 /* Rows a destination may have in hand per publish call it may have in
  * flight: enough to keep its calls busy while the next claim comes. */

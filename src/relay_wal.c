@@ -44,6 +44,7 @@
 #include "relay_wal.h"
 #include "relay.h"
 #include "creds.h"
+#include "metrics_api.h"
 
 #define WAL_MAX_HELD	20000	/* events in hand: stop reading above */
 #define WAL_CHECK_MAX	1000	/* backlog events checked at once */

@@ -16,6 +16,7 @@
 
 #include "relay_wal.h"
 #include "relay.h"
+#include "metrics_api.h"
 
 #define WAL_SCAN_MAX	2048	/* events looked at per pump and
 				   destination */

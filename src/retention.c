@@ -39,6 +39,7 @@
 #include <libpq-fe.h>
 
 #include "outboxd.h"
+#include "metrics_api.h"
 
 #define RETENTION_BATCH		500	/* sent rows deleted per statement */
 #define RETENTION_ROUNDS	20	/* statements per pass */

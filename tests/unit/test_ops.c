@@ -21,6 +21,7 @@
 
 #include "outboxd.h"
 #include "broker.h"
+#include "metrics_api.h"
 
 /* The value of the sample line that starts with prefix, or -1. */
 static double
