@@ -452,9 +452,15 @@ admin_post_replay(struct admin_worker *a, struct evhttp_request *req)
 	PGconn			*pg;
 	int			 dry_run, rv;
 
-	if (replay_parse((const char *)evbuffer_pullup(in, -1),
-	    evbuffer_get_length(in), a->conf, &f, &dry_run, err,
-	    sizeof(err)) == -1)
+	/* The destination filter answers as a destination in a path does
+	 * (admin_dest_answer()). */
+	rv = replay_parse((const char *)evbuffer_pullup(in, -1),
+	    evbuffer_get_length(in), a->conf, &f, &dry_run, err, sizeof(err));
+	if (rv == REPLAY_UNKNOWN_DESTINATION)
+		return admin_error(req, 404, "unknown_destination", err);
+	if (rv == REPLAY_BAD_DESTINATION)
+		return admin_error(req, 400, "bad_destination_name", err);
+	if (rv != 0)
 		return admin_error(req, 400, "bad_request", err);
 	if ((pg = admin_db(a, err, sizeof(err))) == NULL) {
 		replay_filter_clear(&f);

@@ -594,7 +594,7 @@ ctl_replay(struct conf *conf, int argc, char **argv)
 			return rv;
 		}
 		if (replay_filter_set(&f, conf, part, o.args[++i], err,
-		    sizeof(err)) == -1) {
+		    sizeof(err)) != 0) {
 			fprintf(stderr, "outboxctl replay: %s\n", err);
 			goto usage;
 		}

@@ -212,8 +212,14 @@ replay_filter_set(struct replay_filter *f, const struct conf *c,
 		return -1;
 	}
 	if (i == 2) {
-		if (admin_dest_check(c, value, err, errlen) != 0)
-			return -1;
+		switch (admin_dest_check(c, value, err, errlen)) {
+		case 0:
+			break;
+		case -1:
+			return REPLAY_BAD_DESTINATION;
+		default:
+			return REPLAY_UNKNOWN_DESTINATION;
+		}
 	} else if (i >= 3) {
 		if (!replay_time_parse(value, &t)) {
 			snprintf(err, errlen, "%s must be an RFC 3339 date-time "
@@ -272,6 +278,7 @@ replay_parse(const char *body, size_t len, const struct conf *c,
 {
 	struct json_error	 jerr;
 	cJSON			*root, *e;
+	int			 rv = -1;
 
 	memset(f, 0, sizeof(*f));
 	*dry_run = 0;
@@ -303,9 +310,10 @@ replay_parse(const char *body, size_t len, const struct conf *c,
 			    e->string);
 			goto fail;
 		}
-		if (replay_filter_set(f, c, e->string, e->valuestring, err,
-		    errlen) == -1)
+		if ((rv = replay_filter_set(f, c, e->string, e->valuestring,
+		    err, errlen)) != 0)
 			goto fail;
+		rv = -1;
 	}
 	if (replay_filter_check(f, err, errlen) == -1)
 		goto fail;
@@ -314,7 +322,7 @@ replay_parse(const char *body, size_t len, const struct conf *c,
 fail:
 	cJSON_Delete(root);
 	replay_filter_clear(f);
-	return -1;
+	return rv;
 }
 
 /* Run sql; the result if it has the wanted status, else NULL with err. */

@@ -34,7 +34,11 @@ struct replay_filter {
 /* Set the part named name ("event_type", "ordering_key", "destination",
  * "created_from", "created_to", "sent_from", "sent_to") to a copy of
  * value after checking it (destination: against conf).  Returns 0; -1
- * with the reason in err: no such part, a bad value, or memory. */
+ * with the reason in err: no such part, a bad value, or memory; for the
+ * destination, REPLAY_BAD_DESTINATION (not a name) or
+ * REPLAY_UNKNOWN_DESTINATION (none of conf's). */
+#define REPLAY_BAD_DESTINATION		(-2)
+#define REPLAY_UNKNOWN_DESTINATION	(-3)
 int		 replay_filter_set(struct replay_filter *, const struct conf *,
 		    const char *name, const char *value, char *err,
 		    size_t errlen);
@@ -47,8 +51,8 @@ void		 replay_filter_clear(struct replay_filter *);
  * Parse a POST /outbox/replay body: a JSON object of the filter's parts
  * (strings) and "dry_run" (boolean, default false), nothing else, into
  * f (clear with replay_filter_clear) and *dry_run; checked as
- * replay_filter_set() and replay_filter_check() do.  0, or -1 with the
- * reason in err.
+ * replay_filter_set() and replay_filter_check() do.  0, or -1 (or
+ * replay_filter_set()'s destination codes) with the reason in err.
  */
 int		 replay_parse(const char *body, size_t len,
 		    const struct conf *, struct replay_filter *f, int *dry_run,

@@ -5,8 +5,9 @@
 #      apart from a fixed instant).
 #   2. A replay without a filter is refused (admin API 400 {error,
 #      message}, outboxctl exit 2), as are a time that is not RFC 3339,
-#      an unknown filter, a range that ends before it starts and an
-#      unknown destination; nothing is recorded.
+#      an unknown filter, a range that ends before it starts, an
+#      unknown destination (404) and one that cannot be a name (400
+#      bad_destination_name); nothing is recorded.
 #   3. A dry run by event type and created_at range (outboxctl and the
 #      admin API) counts what the database says and changes nothing.
 #   4. The replay (outboxctl) delivers exactly the selected rows again:
@@ -79,8 +80,16 @@ admin POST /outbox/replay --data-binary '{"type": "a.evt"}'
 check "2: an unknown filter: 400: $HTTP_BODY" jq_true '.message | test("unknown filter")' "$HTTP_BODY"
 admin POST /outbox/replay --data-binary '{"sent_from": "2026-01-02T00:00:00Z", "sent_to": "2026-01-01T00:00:00+01:00"}'
 check "2: a range that ends before it starts: 400: $HTTP_BODY" jq_true '.message | test("sent_from must be before sent_to")' "$HTTP_BODY"
+# A destination filter answers as a destination in a path does: 404 for
+# one the configuration lacks, 400 bad_destination_name for one that
+# cannot be a name (not echoed).
 admin POST /outbox/replay --data-binary '{"destination": "nowhere"}'
-check_eq "2: an unknown destination: 400" 400 "$HTTP_STATUS"
+check_eq "2: an unknown destination: 404" 404 "$HTTP_STATUS"
+check "2: ... unknown_destination: $HTTP_BODY" jq_true '.error == "unknown_destination"' "$HTTP_BODY"
+admin POST /outbox/replay --data-binary '{"destination": "bad name\u009b"}'
+check_eq "2: a destination that cannot be a name: 400" 400 "$HTTP_STATUS"
+check "2: ... bad_destination_name, the name not echoed: $HTTP_BODY" \
+	jq_true '.error == "bad_destination_name" and (.message | test("bad name") | not)' "$HTTP_BODY"
 rc=0
 ctl replay >"$T_DIR/ctl.out" 2>"$T_DIR/ctl.err" || rc=$?
 check_eq "2: outboxctl replay without a filter: exit 2" 2 "$rc"
