@@ -38,6 +38,8 @@
  * their SQL, are admin.c's, shared with outboxctl.  Every connection has
  * the orders listener's guard (http_guard.c): strict framing before
  * evhttp, JSON refusals and error pages, the same line and header limits.
+ * Which route a path is, and the query parameters each route takes (any
+ * other is 400), are admin_route.c's.
  */
 #include "config.h"
 
@@ -62,6 +64,7 @@
 
 #include "outboxd.h"
 #include "http_guard.h"
+#include "admin_route.h"
 #include "replay.h"
 #include "metrics_api.h"
 
@@ -211,26 +214,6 @@ admin_auth(struct admin_worker *a, struct evhttp_request *req)
 	return 0;
 }
 
-/* A decimal query parameter in [min, max]; def when absent.  -1 if bad. */
-static int
-admin_query_int(const struct evkeyvalq *q, const char *name, int64_t def,
-    int64_t min, int64_t max, int64_t *out)
-{
-	const char	*v = evhttp_find_header(q, name);
-	char		*end;
-	long long	 n;
-
-	*out = def;
-	if (v == NULL)
-		return 0;
-	errno = 0;
-	n = strtoll(v, &end, 10);
-	if (*v == '\0' || *end != '\0' || errno != 0 || n < min || n > max)
-		return -1;
-	*out = n;
-	return 0;
-}
-
 static int
 admin_get_failed(struct admin_worker *a, struct evhttp_request *req,
     const struct evhttp_uri *uri)
@@ -248,9 +231,9 @@ admin_get_failed(struct admin_worker *a, struct evhttp_request *req,
 	if (qs != NULL && evhttp_parse_query_str(qs, &q) == -1)
 		return admin_error(req, 400, "bad_request", "the query string "
 		    "cannot be read");
-	bad = admin_query_int(&q, "limit", ADMIN_FAILED_LIMIT, 1,
+	bad = admin_route_query_int(&q, "limit", ADMIN_FAILED_LIMIT, 1,
 	    ADMIN_FAILED_MAX, &limit) == -1 ||
-	    admin_query_int(&q, "after_id", 0, 0, INT64_MAX, &after) == -1;
+	    admin_route_query_int(&q, "after_id", 0, 0, INT64_MAX, &after) == -1;
 	evhttp_clear_headers(&q);
 	if (bad) {
 		snprintf(msg, sizeof(msg), "limit must be 1 to %d and after_id "
@@ -378,50 +361,6 @@ admin_post_dest_pause(struct admin_worker *a, struct evhttp_request *req,
 	return admin_json(req, 200, j);
 }
 
-/*
- * The route of a path under /destinations/: NAME alone, or NAME/pause,
- * NAME/resume, NAME/redrive; METRICS_ROUTE_OTHER for anything else.  The
- * name, percent-decoded, into *name (caller frees; NULL if it held a
- * NUL byte or memory ran out: the name is then bad).
- */
-static int
-admin_dest_route(const char *path, char **name, int *bad)
-{
-	const char	*seg = path + strlen("/destinations/"), *slash;
-	char		*raw;
-	size_t		 n, len;
-	int		 route;
-
-	*name = NULL;
-	*bad = 0;
-	if ((slash = strchr(seg, '/')) == NULL) {
-		route = METRICS_ROUTE_DESTINATION;
-		n = strlen(seg);
-	} else {
-		n = (size_t)(slash - seg);
-		if (strcmp(slash, "/pause") == 0)
-			route = METRICS_ROUTE_DEST_PAUSE;
-		else if (strcmp(slash, "/resume") == 0)
-			route = METRICS_ROUTE_DEST_RESUME;
-		else if (strcmp(slash, "/redrive") == 0)
-			route = METRICS_ROUTE_DEST_REDRIVE;
-		else
-			return METRICS_ROUTE_OTHER;
-	}
-	if ((raw = strndup(seg, n)) == NULL) {
-		*bad = 1;
-		return route;
-	}
-	*name = evhttp_uridecode(raw, 0, &len);
-	free(raw);
-	if (*name == NULL || strlen(*name) != len) {
-		free(*name);
-		*name = NULL;
-		*bad = 1;
-	}
-	return route;
-}
-
 static int
 admin_post_pause(struct admin_worker *a, struct evhttp_request *req,
     int paused)
@@ -503,7 +442,7 @@ admin_get_replays(struct admin_worker *a, struct evhttp_request *req,
 	if (qs != NULL && evhttp_parse_query_str(qs, &q) == -1)
 		return admin_error(req, 400, "bad_request", "the query string "
 		    "cannot be read");
-	bad = admin_query_int(&q, "limit", REPLAY_LIST_LIMIT, 1,
+	bad = admin_route_query_int(&q, "limit", REPLAY_LIST_LIMIT, 1,
 	    REPLAY_LIST_MAX, &limit) == -1;
 	evhttp_clear_headers(&q);
 	if (bad) {
@@ -557,31 +496,6 @@ admin_post_replay_cancel(struct admin_worker *a, struct evhttp_request *req,
 	return admin_json(req, 200, j);
 }
 
-/* The route of a path under /outbox/replays/: ID or ID/cancel, with the
- * id in *id (0: not a replay id, then the route answers 404). */
-static int
-admin_replay_route(const char *path, int64_t *id)
-{
-	const char	*seg = path + strlen("/outbox/replays/");
-	char		*end;
-	long long	 n;
-
-	*id = 0;
-	if (*seg < '1' || *seg > '9')
-		return METRICS_ROUTE_OTHER;
-	errno = 0;
-	n = strtoll(seg, &end, 10);
-	if (errno != 0)
-		return METRICS_ROUTE_OTHER;
-	*id = n;
-	if (*end == '\0')
-		return METRICS_ROUTE_REPLAYS;
-	if (strcmp(end, "/cancel") == 0)
-		return METRICS_ROUTE_REPLAY_CANCEL;
-	*id = 0;
-	return METRICS_ROUTE_OTHER;
-}
-
 static int
 admin_bad_method(struct evhttp_request *req, const char *allow)
 {
@@ -611,32 +525,17 @@ admin_request(struct evhttp_request *req, void *arg)
 		path = "";
 	get = m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD;
 	post = m == EVHTTP_REQ_POST;
-	if (strcmp(path, "/outbox") == 0)
-		route = METRICS_ROUTE_OUTBOX;
-	else if (strcmp(path, "/outbox/failed") == 0)
-		route = METRICS_ROUTE_FAILED;
-	else if (strcmp(path, "/outbox/redrive") == 0)
-		route = METRICS_ROUTE_REDRIVE;
-	else if (strcmp(path, "/relay/pause") == 0)
-		route = METRICS_ROUTE_PAUSE;
-	else if (strcmp(path, "/relay/resume") == 0)
-		route = METRICS_ROUTE_RESUME;
-	else if (strcmp(path, "/destinations") == 0)
-		route = METRICS_ROUTE_DESTINATIONS;
-	else if (strncmp(path, "/destinations/", 14) == 0)
-		route = admin_dest_route(path, &name, &bad);
-	else if (strcmp(path, "/outbox/replay") == 0)
-		route = METRICS_ROUTE_REPLAY;
-	else if (strcmp(path, "/outbox/replays") == 0)
-		route = METRICS_ROUTE_REPLAYS;
-	else if (strncmp(path, "/outbox/replays/", 16) == 0)
-		route = admin_replay_route(path, &replay_id);
-	else
-		route = METRICS_ROUTE_OTHER;
+	route = admin_route(path, &name, &bad, &replay_id);
 
 	/* Nothing, not even which routes exist, without the token. */
 	if ((code = admin_auth(a, req)) != 0)
 		goto done;
+	if (route != METRICS_ROUTE_OTHER &&
+	    admin_route_query_ok(uri, route, replay_id, err, sizeof(err)) ==
+	    -1) {
+		code = admin_error(req, 400, "bad_request", err);
+		goto done;
+	}
 	switch (route) {
 	case METRICS_ROUTE_OUTBOX:
 		if (!get) {

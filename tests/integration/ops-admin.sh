@@ -58,6 +58,15 @@ check_eq "a bad redrive body: 400" 400 "$HTTP_STATUS"
 check "400 body is {error, message}: $HTTP_BODY" jq_true '.error == "bad_request"' "$HTTP_BODY"
 admin GET '/outbox/failed?limit=0'
 check_eq "limit=0: 400" 400 "$HTTP_STATUS"
+# A query parameter the route does not read is refused, not ignored.
+admin GET '/outbox/failed?limit=4&bogus=1'
+check_eq "GET /outbox/failed?bogus=1: 400" 400 "$HTTP_STATUS"
+check "... says what the route takes, not echoing the name: $HTTP_BODY" \
+	jq_true '.error == "bad_request" and (.message | test("limit and after_id")) and (.message | test("bogus") | not)' "$HTTP_BODY"
+admin POST '/outbox/redrive?limit=abc' --data-binary '{"all":true}'
+check_eq "POST /outbox/redrive?limit=abc: 400" 400 "$HTTP_STATUS"
+admin GET '/outbox?'
+check_eq "GET /outbox? (an empty query): 200" 200 "$HTTP_STATUS"
 http GET /outbox
 check_eq "the orders listener does not serve the admin API" 404 "$HTTP_STATUS"
 

@@ -6,8 +6,9 @@
 #   2. A replay without a filter is refused (admin API 400 {error,
 #      message}, outboxctl exit 2), as are a time that is not RFC 3339,
 #      an unknown filter, a range that ends before it starts, an
-#      unknown destination (404) and one that cannot be a name (400
-#      bad_destination_name); nothing is recorded.
+#      unknown destination (404), one that cannot be a name (400
+#      bad_destination_name) and a query string (?dry_run=true); nothing
+#      is recorded.
 #   3. A dry run by event type and created_at range (outboxctl and the
 #      admin API) counts what the database says and changes nothing.
 #   4. The replay (outboxctl) delivers exactly the selected rows again:
@@ -90,6 +91,12 @@ admin POST /outbox/replay --data-binary '{"destination": "bad name\u009b"}'
 check_eq "2: a destination that cannot be a name: 400" 400 "$HTTP_STATUS"
 check "2: ... bad_destination_name, the name not echoed: $HTTP_BODY" \
 	jq_true '.error == "bad_destination_name" and (.message | test("bad name") | not)' "$HTTP_BODY"
+# dry_run is a member of the body: as a query parameter it would be
+# ignored and the replay run for real, so any query is refused.
+admin POST '/outbox/replay?dry_run=true' --data-binary '{"event_type": "a.evt"}'
+check_eq "2: POST /outbox/replay?dry_run=true: 400" 400 "$HTTP_STATUS"
+check "2: ... says dry_run goes in the body: $HTTP_BODY" \
+	jq_true '.error == "bad_request" and (.message | test("dry_run goes in the JSON body"))' "$HTTP_BODY"
 rc=0
 ctl replay >"$T_DIR/ctl.out" 2>"$T_DIR/ctl.err" || rc=$?
 check_eq "2: outboxctl replay without a filter: exit 2" 2 "$rc"
