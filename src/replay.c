@@ -203,7 +203,7 @@ replay_filter_set(struct replay_filter *f, const struct conf *c,
 	if (i == REPLAY_NPARTS) {
 		snprintf(err, errlen, "unknown filter \"%.64s\" (expected "
 		    "event_type, ordering_key, destination, created_from, "
-		    "created_to, sent_from or sent_to)", name);
+		    "created_to, sent_from, sent_to; and dry_run)", name);
 		return -1;
 	}
 	slot = replay_part(f, i);
