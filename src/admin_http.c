@@ -45,7 +45,6 @@
 
 #include <sys/queue.h>
 
-#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -214,28 +213,20 @@ admin_auth(struct admin_worker *a, struct evhttp_request *req)
 	return 0;
 }
 
+/* GET /outbox/failed, q its query (admin_route_query()). */
 static int
 admin_get_failed(struct admin_worker *a, struct evhttp_request *req,
-    const struct evhttp_uri *uri)
+    const struct evkeyvalq *q)
 {
-	struct evkeyvalq	 q;
-	const char		*qs = uri != NULL ? evhttp_uri_get_query(uri) :
-				    NULL;
 	char			 err[512], msg[128];
 	int64_t			 limit, after;
 	cJSON			*j;
 	PGconn			*pg;
-	int			 bad;
 
-	TAILQ_INIT(&q);
-	if (qs != NULL && evhttp_parse_query_str(qs, &q) == -1)
-		return admin_error(req, 400, "bad_request", "the query string "
-		    "cannot be read");
-	bad = admin_route_query_int(&q, "limit", ADMIN_FAILED_LIMIT, 1,
+	if (admin_route_query_int(q, "limit", ADMIN_FAILED_LIMIT, 1,
 	    ADMIN_FAILED_MAX, &limit) == -1 ||
-	    admin_route_query_int(&q, "after_id", 0, 0, INT64_MAX, &after) == -1;
-	evhttp_clear_headers(&q);
-	if (bad) {
+	    admin_route_query_int(q, "after_id", 0, 0, INT64_MAX, &after) ==
+	    -1) {
 		snprintf(msg, sizeof(msg), "limit must be 1 to %d and after_id "
 		    "a row id", ADMIN_FAILED_MAX);
 		return admin_error(req, 400, "bad_request", msg);
@@ -424,28 +415,19 @@ admin_post_replay(struct admin_worker *a, struct evhttp_request *req)
 	return admin_json(req, cJSON_IsObject(rep) ? 202 : 200, j);
 }
 
-/* GET /outbox/replays (id 0) or /outbox/replays/ID. */
+/* GET /outbox/replays (id 0) or /outbox/replays/ID, q its query
+ * (admin_route_query()). */
 static int
 admin_get_replays(struct admin_worker *a, struct evhttp_request *req,
-    const struct evhttp_uri *uri, int64_t id)
+    const struct evkeyvalq *q, int64_t id)
 {
-	struct evkeyvalq	 q;
-	const char		*qs = uri != NULL ? evhttp_uri_get_query(uri) :
-				    NULL;
 	char			 err[512], msg[128];
 	int64_t			 limit;
 	cJSON			*j, *arr;
 	PGconn			*pg;
-	int			 bad;
 
-	TAILQ_INIT(&q);
-	if (qs != NULL && evhttp_parse_query_str(qs, &q) == -1)
-		return admin_error(req, 400, "bad_request", "the query string "
-		    "cannot be read");
-	bad = admin_route_query_int(&q, "limit", REPLAY_LIST_LIMIT, 1,
-	    REPLAY_LIST_MAX, &limit) == -1;
-	evhttp_clear_headers(&q);
-	if (bad) {
+	if (admin_route_query_int(q, "limit", REPLAY_LIST_LIMIT, 1,
+	    REPLAY_LIST_MAX, &limit) == -1) {
 		snprintf(msg, sizeof(msg), "limit must be 1 to %d",
 		    REPLAY_LIST_MAX);
 		return admin_error(req, 400, "bad_request", msg);
@@ -517,9 +499,11 @@ admin_request(struct evhttp_request *req, void *arg)
 	char			 err[512], *name = NULL;
 	cJSON			*j;
 	PGconn			*pg;
+	struct evkeyvalq	 q;
 	int64_t			 replay_id = 0;
 	int			 route, code, get, post, bad = 0;
 
+	TAILQ_INIT(&q);
 	http_guard_request_start(&a->guard, req);
 	if (path == NULL)
 		path = "";
@@ -531,7 +515,7 @@ admin_request(struct evhttp_request *req, void *arg)
 	if ((code = admin_auth(a, req)) != 0)
 		goto done;
 	if (route != METRICS_ROUTE_OTHER &&
-	    admin_route_query_ok(uri, route, replay_id, err, sizeof(err)) ==
+	    admin_route_query(uri, route, replay_id, &q, err, sizeof(err)) ==
 	    -1) {
 		code = admin_error(req, 400, "bad_request", err);
 		goto done;
@@ -551,7 +535,7 @@ admin_request(struct evhttp_request *req, void *arg)
 			code = admin_json(req, 200, j);
 		break;
 	case METRICS_ROUTE_FAILED:
-		code = get ? admin_get_failed(a, req, uri) :
+		code = get ? admin_get_failed(a, req, &q) :
 		    admin_bad_method(req, "GET, HEAD");
 		break;
 	case METRICS_ROUTE_REDRIVE:
@@ -593,7 +577,7 @@ admin_request(struct evhttp_request *req, void *arg)
 		    admin_bad_method(req, "POST");
 		break;
 	case METRICS_ROUTE_REPLAYS:
-		code = get ? admin_get_replays(a, req, uri, replay_id) :
+		code = get ? admin_get_replays(a, req, &q, replay_id) :
 		    admin_bad_method(req, "GET, HEAD");
 		break;
 	case METRICS_ROUTE_REPLAY_CANCEL:
@@ -605,6 +589,7 @@ admin_request(struct evhttp_request *req, void *arg)
 		break;
 	}
 done:
+	evhttp_clear_headers(&q);
 	free(name);
 	metrics_http_request(route, code, (uint64_t)clock_mono_us() - t0);
 }

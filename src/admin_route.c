@@ -140,15 +140,14 @@ admin_route_query_int(const struct evkeyvalq *q, const char *name,
 }
 
 int
-admin_route_query_ok(const struct evhttp_uri *uri, int route,
-    int64_t replay_id, char *err, size_t errlen)
+admin_route_query(const struct evhttp_uri *uri, int route, int64_t replay_id,
+    struct evkeyvalq *q, char *err, size_t errlen)
 {
 	static const char *const failed[] = { "limit", "after_id", NULL };
 	static const char *const replays[] = { "limit", NULL };
 	const char *const	*allowed = NULL, *const *p;
 	const char		*qs = uri != NULL ? evhttp_uri_get_query(uri) :
 				    NULL;
-	struct evkeyvalq	 q;
 	struct evkeyval		*kv;
 	int			 bad = 0;
 
@@ -158,19 +157,17 @@ admin_route_query_ok(const struct evhttp_uri *uri, int route,
 		allowed = failed;
 	else if (route == METRICS_ROUTE_REPLAYS && replay_id == 0)
 		allowed = replays;
-	TAILQ_INIT(&q);
-	if (evhttp_parse_query_str(qs, &q) == -1) {
+	if (evhttp_parse_query_str(qs, q) == -1) {
 		snprintf(err, errlen, "the query string cannot be read");
 		return -1;
 	}
-	TAILQ_FOREACH(kv, &q, next) {
+	TAILQ_FOREACH(kv, q, next) {
 		for (p = allowed; p != NULL && *p != NULL; p++)
 			if (strcmp(kv->key, *p) == 0)
 				break;
 		if (p == NULL || *p == NULL)
 			bad = 1;
 	}
-	evhttp_clear_headers(&q);
 	if (!bad)
 		return 0;
 	if (allowed == NULL)

@@ -21,13 +21,16 @@ struct evkeyvalq;
 int		 admin_route(const char *path, char **name, int *bad,
 		    int64_t *replay_id);
 /*
- * Whether uri's query names only parameters route takes (GET
- * /outbox/failed: limit, after_id; GET /outbox/replays: limit; any other
- * route: none).  0, or -1 with the reason in err (the parameter's name
- * is not in it: it is the client's own text).
+ * uri's query parsed into q (initialised and, whatever the answer,
+ * cleared by the caller with evhttp_clear_headers()), once for the
+ * request: it may name only parameters route takes (GET /outbox/failed:
+ * limit, after_id; GET /outbox/replays: limit; any other route: none).
+ * 0, or -1 with the reason in err (the parameter's name is not in it: it
+ * is the client's own text).
  */
-int		 admin_route_query_ok(const struct evhttp_uri *uri, int route,
-		    int64_t replay_id, char *err, size_t errlen);
+int		 admin_route_query(const struct evhttp_uri *uri, int route,
+		    int64_t replay_id, struct evkeyvalq *q, char *err,
+		    size_t errlen);
 /* Query parameter name of q as a decimal in [min, max] into *out; def
  * when absent.  0, or -1 if it is not such a number. */
 int		 admin_route_query_int(const struct evkeyvalq *q,

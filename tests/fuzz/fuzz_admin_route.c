@@ -5,19 +5,22 @@
  * an admin route or METRICS_ROUTE_OTHER; a destination route's name is
  * the percent-decoded segment, NUL-free, or NULL with bad set; only the
  * replays routes carry an id, and it is positive.
- * admin_route_query_ok() answers 0 or -1, and its reason is one of its
+ * admin_route_query() answers 0 or -1, and its reason is one of its
  * own fixed texts (a parameter's name is not echoed).  Built and run
  * by `make fuzz` (FUZZ_SECONDS); by hand, from the top of a configured
  * tree (config.h there):
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -I. -Isrc tests/fuzz/fuzz_admin_route.c src/admin_route.c -levent -o fuzz_admin_route && mkdir -p /tmp/fuzz-admin-route && ./fuzz_admin_route -max_total_time=300 /tmp/fuzz-admin-route tests/fuzz/corpus/admin_route
  */
+#include <sys/queue.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 
 #include "outboxd.h"
 #include "admin_route.h"
@@ -31,6 +34,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct evhttp_uri	*uri;
+	struct evkeyvalq	 kq;
 	char			*path, *q, *name, err[256];
 	int64_t			 id;
 	int			 route, bad, rv;
@@ -63,8 +67,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (q != NULL && (uri = evhttp_uri_new()) != NULL) {
 		if (evhttp_uri_set_query(uri, q) == 0) {
 			err[0] = '\0';
-			rv = admin_route_query_ok(uri, route, id, err,
+			TAILQ_INIT(&kq);
+			rv = admin_route_query(uri, route, id, &kq, err,
 			    sizeof(err));
+			evhttp_clear_headers(&kq);
 			CHECK(rv == 0 || rv == -1);
 			if (rv == -1)
 				CHECK(strcmp(err, "the query string cannot "
