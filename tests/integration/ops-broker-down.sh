@@ -116,24 +116,28 @@ check "publish latency observed for the delayed rows (> 10 s)" \
 # Each relay says so at its first success after a failure it logged: every
 # new relay that wrote a failure line must say it works again.  The other
 # relay may have drained every row meanwhile, leaving the one that logged
-# to succeed with nothing.  Rows written now would all go to relay 1,
-# which claims on the NOTIFY; so each comes due 0.3 s after its commit,
-# when that claim has found nothing, and goes to whichever relay polls
-# first.  One row every 0.2 s (at most 50) until every one has said so.
+# to succeed with nothing.  Which relay claims a new row is a race, so the
+# others are stopped (SIGSTOP; nothing watches a relay's pulse) while a row
+# is written for the one that has yet to say so, and resumed after.
 logged=$(grep -oE "role=relay\.[12] pid=($new_pids) .*SendMessageBatch of" "$OUTBOXD_LOG" |
 	sed -E 's/.*pid=([0-9]+).*/\1/' | sort -u)
 [ -n "$logged" ] || die "no new relay's failure line found"
+said_again() { grep -qE "role=relay\.[12] pid=$1 .*SendMessageBatch works again" "$OUTBOXD_LOG"; }
 works_again() {
 	local p
 	for p in $logged; do
-		grep -qE "role=relay\.[12] pid=$p .*SendMessageBatch works again" "$OUTBOXD_LOG" || return 1
+		said_again "$p" || return 1
 	done
 }
-for i in $(seq 50); do
-	works_again && break
-	sql "INSERT INTO outbox (event_type, ordering_key, payload, available_at)
-		VALUES ('test.again', 'again-$i', '{}', now() + interval '0.3 s')" >/dev/null
-	sleep 0.2
+others=
+for p in $logged; do
+	said_again "$p" && continue
+	others=$(echo "$new_pids" | tr '|' '\n' | grep -vx "$p" | paste -sd' ')
+	[ -z "$others" ] || kill -STOP $others
+	sql "INSERT INTO outbox (event_type, ordering_key, payload)
+		VALUES ('test.again', 'again-$p', '{}')" >/dev/null
+	wait_until 10 "relay pid $p to say it works again" said_again "$p" || true
+	[ -z "$others" ] || kill -CONT $others
 done
 check "each new relay that logged a failure ($(echo $logged)) says SendMessageBatch works again" works_again
 check "no counter went backwards" counters_not_backwards "$M.0" "$M.4"
