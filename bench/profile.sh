@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # profile.sh -- where the time goes for B1, B2 and B3 (bench/README.md "Profiling notes").
 #
-#   bench/profile.sh [--out DIR] [--no-callgrind] [--no-b3] [--only-b3] [--wal] [--multi]
+#   bench/profile.sh [--out DIR] [--no-callgrind] [--no-b3] [--only-b3] [--only-callgrind]
+#                    [--wal] [--multi]
 #
 # About 10 minutes in all on the 2-core machine; --only-b3 runs step 3 alone (about 1 minute),
-# on a fresh stack, as the first thing after it comes up.
+# on a fresh stack, as the first thing after it comes up; --only-callgrind runs step 2 alone
+# (about 3 minutes).
 #
 # 1. CPU split: during steady B1 (wrk -t2 -c32) and B2 (100,000 rows) the CPU seconds of
 #    PostgreSQL, outboxd, the emulators, the nginx sink, the load generator and everything
@@ -40,6 +42,7 @@ while [ $# -gt 0 ]; do
   --no-callgrind) CG=0 ;;
   --no-b3) B3=0 ;;
   --only-b3) SPLIT=0 CG=0 ;;
+  --only-callgrind) SPLIT=0 B3=0 ;;
   --wal) WAL=1 CG=0 B3=0 ;;
   --multi) MULTI=1 CG=0 B3=0 ;;
   *) echo "profile.sh: unknown option $1" >&2; exit 2 ;;
@@ -244,7 +247,7 @@ if [ $CG = 1 ]; then
   # outboxd under callgrind: forked workers are followed (one output file per process)
   cg_start() { # NAME HTTP RELAYS
     local p
-    _ob_stop; _ob_wake
+    _ob_stop; _ob_wake; mkdir -p "$OB_RUN"
     _ob_conf "$OB_RUN/outbox.conf" "$2" "$3" 0
     : >"$OB_RUN/outboxd.log"
     valgrind --tool=callgrind --callgrind-out-file="$SCRATCH/cg.$1.%p" "$OB_BIN" -c "$OB_RUN/outbox.conf" >>"$OB_RUN/outboxd.log" 2>&1 &

@@ -4,8 +4,11 @@
  * (CURLMOPT_SOCKETFUNCTION + CURLMOPT_TIMERFUNCTION, one event per socket,
  * one evtimer, curl_multi_socket_action).
  *
- * One easy handle per request; connections live in the multi handle's
- * cache, so keep-alive connections are reused across requests.  Callbacks
+ * One easy handle per request in flight; connections live in the multi
+ * handle's cache, so keep-alive connections are reused across requests.
+ * A finished request's handle is reset and kept for the next one (up to
+ * HTTPC_IDLE_EASY): curl_easy_init() and curl_easy_cleanup() allocate and
+ * free several kilobytes each, once per webhook event otherwise.  Callbacks
  * run only from event callbacks, never from inside httpc_post().
  *
  * curl_global_init() runs once per process, on the first httpc_new(); it
@@ -31,6 +34,7 @@
 #define HTTPC_CONNECT_TIMEOUT	10000L			/* ms */
 #define HTTPC_KEEPIDLE		60L			/* s */
 #define HTTPC_KEEPINTVL		30L			/* s */
+#define HTTPC_IDLE_EASY		32			/* handles kept */
 
 struct httpc_sock {
 	LIST_ENTRY(httpc_sock)	 entry;
@@ -64,6 +68,8 @@ struct httpc {
 	LIST_HEAD(, httpc_sock)	 socks;
 	int			 busy;		/* inside a user callback */
 	int			 dying;		/* httpc_free() while busy */
+	CURL			*idle[HTTPC_IDLE_EASY];	/* reset, unused */
+	int			 nidle;
 };
 
 static int	httpc_global_done;
@@ -73,8 +79,15 @@ static void	httpc_destroy(struct httpc *);
 static void
 httpc_req_free(struct httpc_req *req)
 {
-	if (req->easy != NULL)
-		curl_easy_cleanup(req->easy);
+	struct httpc	*hc = req->hc;
+
+	if (req->easy != NULL) {
+		if (hc != NULL && !hc->dying && hc->nidle < HTTPC_IDLE_EASY) {
+			curl_easy_reset(req->easy);
+			hc->idle[hc->nidle++] = req->easy;
+		} else
+			curl_easy_cleanup(req->easy);
+	}
 	if (req->later != NULL)
 		event_free(req->later);
 	curl_slist_free_all(req->headers);
@@ -340,6 +353,8 @@ httpc_destroy(struct httpc *hc)
 			req->arg_free(req->arg);
 		httpc_req_free(req);
 	}
+	while (hc->nidle > 0)
+		curl_easy_cleanup(hc->idle[--hc->nidle]);
 	if (hc->multi != NULL)
 		curl_multi_cleanup(hc->multi);
 	/* Sockets curl did not tell us to forget before cleanup. */
@@ -403,7 +418,9 @@ httpc_post(struct httpc *hc, const struct httpc_request *r, httpc_cb *cb,
 		memcpy(req->body, r->body, r->body_len);
 	req->body[r->body_len] = '\0';
 
-	if ((e = req->easy = curl_easy_init()) == NULL) {
+	if (hc->nidle > 0)
+		e = req->easy = hc->idle[--hc->nidle];
+	else if ((e = req->easy = curl_easy_init()) == NULL) {
 		log_warnx("httpc_post: curl_easy_init failed");
 		httpc_req_free(req);
 		return (-1);
