@@ -82,7 +82,7 @@ httpc_req_free(struct httpc_req *req)
 	struct httpc	*hc = req->hc;
 
 	if (req->easy != NULL) {
-		if (hc != NULL && !hc->dying && hc->nidle < HTTPC_IDLE_EASY) {
+		if (!hc->dying && hc->nidle < HTTPC_IDLE_EASY) {
 			curl_easy_reset(req->easy);
 			hc->idle[hc->nidle++] = req->easy;
 		} else

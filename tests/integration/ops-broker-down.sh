@@ -129,7 +129,6 @@ works_again() {
 		said_again "$p" || return 1
 	done
 }
-others=
 for p in $logged; do
 	said_again "$p" && continue
 	others=$(echo "$new_pids" | tr '|' '\n' | grep -vx "$p" | paste -sd' ')
